@@ -1,0 +1,37 @@
+# One-command setup on a bare CPU machine with Python 3.11: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# torch is installed first and pinned by a constraint file, so no later install swaps it for a
+# multi-GB CUDA build; the package itself only asks for torch>=2.3 (GPU users keep theirs).
+TORCH  ?= torch==2.13.0
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "$(TORCH)"
+	$(PY) -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > $(VENV)/constraints.txt
+	PIP_CONSTRAINT=$(VENV)/constraints.txt $(PIP) install -q -e ".[test]"
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/inr fit-image --time-budget 60 --out runs/demo-image --overwrite
+	$(VENV)/bin/inr fit-audio --time-budget 60 --out runs/demo-audio --overwrite
+	@echo "outputs: runs/demo-image (reconstruction.png, error.png, curve.png, metrics.json)"
+	@echo "         runs/demo-audio (reconstruction.wav, audio.png, curve.png, metrics.json)"
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) scripts/bench_speed.py
+	$(PY) scripts/bench_quality.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,195 @@
+"""The `inr` command: parse arguments, call the task layer, report errors as one line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from .errors import InputError
+
+EXIT_BAD_INPUT = 2
+EXIT_DIVERGED = 3
+
+
+def _parse_sets(items: Optional[List[str]]) -> Dict[str, Any]:
+    import yaml
+
+    out: Dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InputError(None, f"--set takes KEY=VALUE (e.g. train.lr=1e-3), got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise InputError(None, f"--set {key}: cannot parse value {value!r}") from None
+    return out
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _add_fit_options(p: argparse.ArgumentParser, kind: Optional[str]) -> None:
+    p.add_argument("--steps", type=_positive_int, help="optimizer steps (default: the preset's; with only "
+                   "--time-budget, unbounded)")
+    p.add_argument("--time-budget", type=_positive_float, metavar="SECONDS",
+                   help="stop after this many training seconds (compile included, evaluation excluded)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--holdout", choices=["none", "even-odd"], default="none",
+                   help="'none': fit and score every sample; 'even-odd': train on even-index samples, score "
+                   "the odd ones (Tancik et al.'s generalisation protocol)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets",
+                   help="override a preset entry, e.g. --set train.lr=3e-3 --set field.network_options.hidden=128")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    if kind != "audio":
+        p.add_argument("--alpha", choices=["fit", "composite"], default="fit",
+                       help="RGBA images: fit all 4 channels (default) or composite onto white and fit RGB")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="inr",
+        description="Implicit neural representations: fit images and audio with coordinate networks on CPU or GPU.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("presets", help="list the bundled presets", description="List the bundled presets of each task.")
+    p.add_argument("--task", choices=["image", "audio"], help="only this task's presets")
+
+    for kind in ("image", "audio"):
+        p = sub.add_parser(
+            f"fit-{kind}",
+            help=f"fit a field to an {kind} file",
+            description=f"Fit a field (encoding + network) to one {kind} and write DIR/metrics.json, "
+            + ("reconstruction.png, error.png, curve.png" if kind == "image" else "reconstruction.wav, audio.png, curve.png")
+            + ", config.yaml and a checkpoint. Kill it any time and continue with --resume DIR.",
+        )
+        p.add_argument(kind.upper(), nargs="?", help=f"{kind} file (default: the bundled "
+                       + ("512x512 astronaut photo" if kind == "image" else "5 s 16 kHz speech clip") + ")")
+        p.add_argument("--preset", default="hashgrid", help="preset name (see `inr presets`) or a YAML file (default: hashgrid)")
+        p.add_argument("--out", metavar="DIR", help="output folder (default: runs/<kind>-<preset>-<time>)")
+        p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
+        p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+        _add_fit_options(p, kind)
+
+    p = sub.add_parser("render-image", help="render a fitted image at any resolution",
+                       description="Render the image field of a fit-image run at SCALE times its size, in chunks.")
+    p.add_argument("run", metavar="DIR", help="a fit-image run folder")
+    p.add_argument("--scale", type=_positive_float, default=1.0, help="output size / training image size (default 1)")
+    p.add_argument("--out", metavar="FILE", required=True, help="output image file (.png, .jpg, ...)")
+    p.add_argument("--level", type=int, help="PINs fields: render this level only (0 = coarsest)")
+
+    p = sub.add_parser("compare", help="fit several presets to one signal and compare them",
+                       description="Run each preset on the same image or audio file with the same options; write "
+                       "DIR/compare.json, compare.md (the table) and compare.png (quality vs wall time).")
+    p.add_argument("signal", metavar="SIGNAL", help="an image or audio file")
+    p.add_argument("--presets", required=True, help="comma-separated preset names, e.g. relu,fourier,hashgrid")
+    p.add_argument("--out", metavar="DIR", required=True, help="output folder (one sub-folder per preset)")
+    p.add_argument("--overwrite", action="store_true", help="replace runs already in DIR")
+    _add_fit_options(p, None)
+    return parser
+
+
+def _fit_options(args: argparse.Namespace, kind: str, signal: Optional[str], preset: Optional[str], out: Optional[str]):
+    from .tasks.fit import FitOptions
+
+    return FitOptions(
+        kind=kind, signal=signal, preset=preset, out=out, steps=args.steps, time_budget=args.time_budget,
+        seed=args.seed, holdout=args.holdout, overrides=_parse_sets(args.sets), alpha=getattr(args, "alpha", "fit"),
+        progress=not args.no_progress, overwrite=getattr(args, "overwrite", False),
+    )
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from .presets import TASKS, available_presets, load_preset
+
+    for task in [args.task] if args.task else TASKS:
+        print(f"{task}:")
+        for name in available_presets(task):
+            print(f"  {name:18s} {load_preset(name, task).description}")
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace, kind: str) -> int:
+    from .tasks.fit import run_fit
+
+    opts = _fit_options(args, kind, getattr(args, kind.upper()), args.preset, args.out)
+    result = run_fit(opts, resume=Path(args.resume) if args.resume else None)
+    quality = f"PSNR {result['psnr']:.2f} dB" + (f", SSIM {result['ssim']:.4f}" if "ssim" in result else f", SNR {result['snr_db']:.2f} dB")
+    print(f"{result['preset']}: {quality} ({result['holdout']}) after {result['steps']} steps in {result['seconds']:.1f} s, "
+          f"{result['params']:,} parameters")
+    print(f"outputs in {result['out']}")
+    return 0
+
+
+def cmd_render_image(args: argparse.Namespace) -> int:
+    from .tasks.render import render_image
+
+    shape = render_image(Path(args.run), args.scale, Path(args.out), level=args.level)
+    print(f"wrote {args.out} ({shape[1]}x{shape[0]})")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .tasks.compare import run_compare
+    from .tasks.fit import kind_of
+
+    names = [n.strip() for n in args.presets.split(",") if n.strip()]
+    if not names:
+        raise InputError(None, "--presets is empty")
+    kind = kind_of(args.signal)
+    opts = _fit_options(args, kind, args.signal, None, args.out)
+    table = run_compare(opts, names)
+    print(table)
+    print(f"outputs in {args.out}")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "presets":
+            return cmd_presets(args)
+        if args.command in ("fit-image", "fit-audio"):
+            return cmd_fit(args, args.command.split("-")[1])
+        if args.command == "render-image":
+            return cmd_render_image(args)
+        if args.command == "compare":
+            return cmd_compare(args)
+    except InputError as exc:
+        print(f"inr: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:
+        print(f"inr: {exc or 'interrupted'}", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        from .tasks.signal_fit import TrainingDiverged
+
+        if isinstance(exc, TrainingDiverged):
+            print(f"inr: error: {exc}", file=sys.stderr)
+            return EXIT_DIVERGED
+        raise
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Multiresolution hash grid (Instant-NGP, Mueller et al. 2022): pure torch, or tiny-cuda-nn.
+
+The torch path computes exactly the function of tiny-cuda-nn's `HashGrid` encoding, so that a
+table trained on one backend can be evaluated on the other:
+- level l has scale s_l = N_min * b^l - 1 and resolution R_l = ceil(s_l) + 1,
+  b = exp((ln N_max - ln N_min) / (L - 1));
+- a point u in [0, 1]^d sits at p = s_l u + 0.5, corner cells floor(p) + {0, 1}^d, d-linear weights;
+- level l owns min(T, next_multiple_of_8(R_l^d)) table rows; a level with R_l^d rows or fewer is
+  indexed densely (sum_i c_i R_l^i), a finer one by the hash XOR_i (c_i * pi_i mod 2^32), with
+  pi = (1, 2654435761, 805459861, ...); both mod the level's row count;
+- all levels live in one (rows, F) parameter, level l from row offset_l on (tcnn's layout), and
+  the output is level-major (N, L * F).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import nn
+
+from .. import _external
+from .base import Encoding, register_encoding, to_unit
+
+PRIMES = (1, 2654435761, 805459861, 3674653429, 2097192037, 1434869437, 2165219737)
+MASK32 = 0xFFFFFFFF
+
+
+def level_layout(in_dim: int, n_levels: int, log2_table: int, base_resolution: int, per_level_scale: float):
+    """Per-level (scale, resolution, rows, offset) lists, as tiny-cuda-nn lays them out."""
+    scales, resolutions, rows, offsets = [], [], [], []
+    offset = 0
+    for level in range(n_levels):
+        scale = math.exp2(level * math.log2(per_level_scale)) * base_resolution - 1.0
+        res = int(math.ceil(scale)) + 1
+        n = res**in_dim
+        n = min(-(-n // 8) * 8, 1 << log2_table)
+        scales.append(scale)
+        resolutions.append(res)
+        rows.append(n)
+        offsets.append(offset)
+        offset += n
+    return scales, resolutions, rows, offsets
+
+
+def _float32_scales(scales):
+    # tcnn computes the scale in float32 (exp2f); keep the same rounding
+    return torch.tensor(scales, dtype=torch.float32)
+
+
+@register_encoding("hashgrid")
+class HashGrid(Encoding):
+    """Multiresolution hash encoding: (N, d) in [-1, 1] -> (N, n_levels * n_features).
+
+    Args:
+        n_levels: L (16).
+        n_features: F per level (2).
+        log2_table: log2 T, rows per level at most (19 for NeRF; 18-24 for images).
+        base_resolution: N_min (16).
+        max_resolution: N_max, the finest level's resolution (e.g. the image side). Ignored if
+            per_level_scale is given.
+        per_level_scale: b, directly.
+        backend: 'torch' (any device), 'tcnn' (CUDA + tinycudann) or 'auto'.
+    """
+
+    def __init__(
+        self,
+        in_dim: int,
+        n_levels: int = 16,
+        n_features: int = 2,
+        log2_table: int = 19,
+        base_resolution: int = 16,
+        max_resolution: int = 2048,
+        per_level_scale: float | None = None,
+        backend: Literal["auto", "torch", "tcnn"] = "auto",
+    ) -> None:
+        super().__init__(in_dim)
+        if in_dim > len(PRIMES):
+            raise ValueError(f"hashgrid supports in_dim <= {len(PRIMES)}, got {in_dim}")
+        if per_level_scale is None:
+            per_level_scale = (
+                math.exp((math.log(max_resolution) - math.log(base_resolution)) / (n_levels - 1)) if n_levels > 1 else 1.0
+            )
+        self.n_levels, self.n_features = int(n_levels), int(n_features)
+        self.log2_table, self.base_resolution = int(log2_table), int(base_resolution)
+        self.per_level_scale = float(per_level_scale)
+        scales, res, rows, offsets = level_layout(in_dim, n_levels, log2_table, base_resolution, per_level_scale)
+        self.resolutions, self.rows = res, rows
+        self.register_buffer("scales", _float32_scales(scales), persistent=False)
+        self.register_buffer("level_rows", torch.tensor(rows, dtype=torch.int64), persistent=False)
+        self.register_buffer("level_offsets", torch.tensor(offsets, dtype=torch.int64), persistent=False)
+        hashed = [r**in_dim > n for r, n in zip(res, rows)]
+        self.register_buffer("hashed", torch.tensor(hashed), persistent=False)
+        strides = torch.tensor([[r**i if r**i <= n else 0 for i in range(in_dim)] for r, n in zip(res, rows)])
+        self.register_buffer("strides", strides.to(torch.int64), persistent=False)
+        self.register_buffer("primes", torch.tensor(PRIMES[:in_dim], dtype=torch.int64), persistent=False)
+        bits = torch.tensor([[(c >> i) & 1 for i in range(in_dim)] for c in range(2**in_dim)], dtype=torch.int64)
+        self.register_buffer("corner_bits", bits, persistent=False)
+        self.table = nn.Parameter(torch.empty(sum(rows), n_features).uniform_(-1e-4, 1e-4))
+        self.out_dim = self.n_levels * self.n_features
+        self.backend = _external.resolve_backend(backend, _external.has_tinycudann(), "tcnn")
+        self._tcnn = self._make_tcnn() if self.backend == "tcnn" else None
+
+    def _make_tcnn(self) -> nn.Module:
+        tcnn = _external.tinycudann()
+        enc = tcnn.Encoding(
+            self.in_dim,
+            {
+                "otype": "HashGrid",
+                "n_levels": self.n_levels,
+                "n_features_per_level": self.n_features,
+                "log2_hashmap_size": self.log2_table,
+                "base_resolution": self.base_resolution,
+                "per_level_scale": self.per_level_scale,
+            },
+            dtype=torch.float32,
+        )
+        if enc.params.numel() != self.table.numel():
+            raise RuntimeError(f"tcnn hash grid has {enc.params.numel()} params, the torch layout {self.table.numel()}")
+        # one parameter for both backends: tcnn reads the torch table through its `params`
+        del enc.params
+        enc.params = self.table
+        return enc
+
+    def indices_and_weights(self, x: torch.Tensor):
+        """Row indices (N, L, 2^d) into `table` and d-linear weights (N, L, 2^d)."""
+        u = to_unit(x).clamp(0.0, 1.0)
+        pos = u[:, None, :] * self.scales[None, :, None] + 0.5  # (N, L, d)
+        cell = torch.floor(pos)
+        frac = pos - cell
+        corner = cell.to(torch.int64)[:, :, None, :] + self.corner_bits  # (N, L, C, d)
+        dense = (corner * self.strides[None, :, None, :]).sum(-1)
+        hashed = corner[..., 0] * self.primes[0]
+        for i in range(1, self.in_dim):
+            hashed = hashed ^ ((corner[..., i] * self.primes[i]) & MASK32)
+        index = torch.where(self.hashed[None, :, None], hashed, dense)
+        index = index % self.level_rows[None, :, None] + self.level_offsets[None, :, None]
+        bits = self.corner_bits.bool()
+        weight = torch.where(bits, frac[:, :, None, :], 1.0 - frac[:, :, None, :]).prod(-1)
+        return index, weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._tcnn is not None and x.is_cuda:
+            return self._tcnn(to_unit(x).clamp(0.0, 1.0)).to(x.dtype)
+        index, weight = self.indices_and_weights(x)
+        feats = nn.functional.embedding(index, self.table)  # (N, L, C, F)
+        out = (feats * weight[..., None].to(feats.dtype)).sum(2)
+        return out.reshape(x.shape[0], self.out_dim)

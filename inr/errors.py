@@ -1,0 +1,15 @@
+"""Errors the CLI reports as one line with exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Union
+
+
+class InputError(Exception):
+    """Bad user input: a file that cannot be used, or a bad option value."""
+
+    def __init__(self, path: Union[str, Path, None], problem: str) -> None:
+        self.path = None if path is None else str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)

@@ -1,0 +1,149 @@
+"""Presets: YAML files in configs/<task>/, loaded with a safe loader into typed configs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import yaml
+
+from ._resources import data_dir
+from .errors import InputError
+from .fields import FieldConfig
+
+TASKS = ("image", "audio")
+
+
+@dataclass
+class TrainConfig:
+    """How a field is fitted to one signal."""
+
+    steps: int = 1000
+    """Optimizer steps (a time budget can stop earlier)."""
+    lr: float = 1e-3
+    betas: Tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    lr_final_factor: float = 1.0
+    """Exponential decay of the learning rate down to lr * this factor at `steps`."""
+    batch_size: Optional[int] = None
+    """Random coordinates per step; None = the full training grid every step."""
+    precision: str = "32"
+    """'32' (fp32) or 'bf16' (bf16 autocast, ~2x faster on CPUs with AVX-512 bf16)."""
+    compile: bool = False
+    """torch.compile the field for training (compile time counts in the reported seconds)."""
+    value_range: Tuple[float, float] = (0.0, 1.0)
+    """Range the targets are mapped to for training (images: [0, 1]; SIREN's setting: [-1, 1]).
+    Audio amplitudes are always in [-1, 1] and use (-1, 1)."""
+    eval_every: int = 50
+    """Steps between test-PSNR evaluations for the curve (evaluation time is not counted)."""
+    checkpoint_every: int = 100
+    """Steps between checkpoints (the last one is also written at the end)."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown train keys {sorted(unknown)}; expected {sorted(known)}")
+        cfg = cls(**data)
+        cfg.betas = tuple(float(b) for b in cfg.betas)  # type: ignore[assignment]
+        cfg.value_range = tuple(float(v) for v in cfg.value_range)  # type: ignore[assignment]
+        for name in ("lr", "eps", "lr_final_factor"):
+            setattr(cfg, name, float(getattr(cfg, name)))
+        if cfg.precision not in ("32", "bf16"):
+            raise ValueError(f"precision must be '32' or 'bf16', got {cfg.precision!r}")
+        if cfg.steps < 1 or cfg.eval_every < 1 or cfg.checkpoint_every < 1:
+            raise ValueError("steps, eval_every and checkpoint_every must be >= 1")
+        return cfg
+
+
+@dataclass
+class Preset:
+    name: str
+    task: str
+    description: str
+    field: FieldConfig
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    @classmethod
+    def from_dict(cls, name: str, data: Dict[str, Any]) -> "Preset":
+        unknown = set(data) - {"task", "description", "field", "train"}
+        if unknown:
+            raise ValueError(f"unknown preset keys {sorted(unknown)}")
+        task = data.get("task")
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+        return cls(
+            name=name,
+            task=task,
+            description=str(data.get("description", "")),
+            field=FieldConfig.from_dict(dict(data.get("field") or {})),
+            train=TrainConfig.from_dict(dict(data.get("train") or {})),
+        )
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["train"]["betas"] = list(self.train.betas)
+        d["train"]["value_range"] = list(self.train.value_range)
+        return d
+
+
+def _preset_dir(task: str) -> Path:
+    return data_dir("configs") / task
+
+
+def available_presets(task: Optional[str] = None) -> List[str]:
+    """'task/name' for every bundled preset (or bare names of one task's presets)."""
+    out = []
+    for t in TASKS if task is None else (task,):
+        for p in sorted(_preset_dir(t).glob("*.yaml")):
+            out.append(p.stem if task else f"{t}/{p.stem}")
+    return out
+
+
+def _read_yaml(path: Path) -> Dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(path, f"cannot be read as YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "a preset must be a YAML mapping")
+    return data
+
+
+def set_option(data: Dict[str, Any], dotted: str, value: Any) -> None:
+    """data['a']['b'] = value for dotted = 'a.b' (creating mappings on the way)."""
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"{dotted}: {k} is not a mapping")
+    node[keys[-1]] = value
+
+
+def load_preset(name_or_path: str, task: str, overrides: Optional[Dict[str, Any]] = None) -> Preset:
+    """A bundled preset by name (for `task`) or a YAML file path; `overrides` maps dotted keys
+    (e.g. 'train.lr') to values applied before validation."""
+    path = Path(name_or_path)
+    if name_or_path.endswith((".yaml", ".yml")) or path.exists():
+        if not path.is_file():
+            raise InputError(path, "no such preset file")
+        label = path.stem
+    else:
+        bare = name_or_path.split("/", 1)[1] if name_or_path.startswith(task + "/") else name_or_path
+        path = _preset_dir(task) / f"{bare}.yaml"
+        if not path.is_file():
+            raise InputError(None, f"unknown {task} preset {name_or_path!r}; available: {', '.join(available_presets(task))}")
+        label = bare
+    data = _read_yaml(path)
+    for key, value in (overrides or {}).items():
+        set_option(data, key, value)
+    try:
+        preset = Preset.from_dict(label, data)
+    except (TypeError, ValueError) as exc:
+        raise InputError(path, f"invalid preset: {exc}") from None
+    if preset.task != task:
+        raise InputError(path, f"is a {preset.task} preset, not an {task} one")
+    return preset

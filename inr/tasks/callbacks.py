@@ -1,0 +1,89 @@
+"""Callbacks: a training clock with a PSNR curve and time budget, safe checkpoints, a step bar."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
+
+
+class RunMonitor(L.Callback):
+    """Counts training seconds (evaluation excluded, compile and framework time included), records
+    (step, seconds, test PSNR) every `every` steps, and stops at `time_budget` seconds.
+
+    Its state (seconds so far and the curve) is saved in checkpoints, so a resumed run continues
+    its clock, its budget and its curve.
+    """
+
+    def __init__(self, evaluate: Callable[[L.LightningModule], float], every: int, time_budget: Optional[float]) -> None:
+        self.evaluate, self.every, self.time_budget = evaluate, int(every), time_budget
+        self.history: List[List[float]] = []
+        self.before = 0.0
+        self._t0 = time.perf_counter()
+        self._paused = 0.0
+
+    def seconds(self) -> float:
+        return self.before + (time.perf_counter() - self._t0 - self._paused)
+
+    def _record(self, trainer: "L.Trainer", module: L.LightningModule) -> None:
+        start = time.perf_counter()
+        seconds = self.seconds()
+        value = self.evaluate(module)
+        self.history.append([int(trainer.global_step), round(seconds, 4), float(value)])
+        self._paused += time.perf_counter() - start
+
+    def on_train_start(self, trainer: "L.Trainer", module: L.LightningModule) -> None:
+        self._t0, self._paused = time.perf_counter(), 0.0
+        if not self.history:
+            self._record(trainer, module)
+
+    def on_train_batch_end(self, trainer: "L.Trainer", module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        step = trainer.global_step
+        over_budget = self.time_budget is not None and self.seconds() >= self.time_budget
+        if over_budget:
+            trainer.should_stop = True
+        if step % self.every == 0 or step >= trainer.max_steps or over_budget:
+            self._record(trainer, module)
+
+    def on_train_end(self, trainer: "L.Trainer", module: L.LightningModule) -> None:
+        if not self.history or self.history[-1][0] != trainer.global_step:
+            self._record(trainer, module)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"seconds": self.seconds(), "history": [list(h) for h in self.history]}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.before = float(state["seconds"])
+        self.history = [list(h) for h in state["history"]]
+
+
+class SafeCheckpoint(ModelCheckpoint):
+    """Writes `last.ckpt` every n steps, but never a checkpoint whose parameters are not all
+    finite: when training diverges, the last checkpoint on disk is the last good state."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step % max(self._every_n_train_steps, 1) == 0:
+            if not all(bool(torch.isfinite(p).all()) for p in pl_module.parameters()):
+                return
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+
+class StepBar(TQDMProgressBar):
+    """Lightning's tqdm bar counting optimizer steps towards max_steps (so it shows an ETA),
+    instead of batches of an endless epoch."""
+
+    @property
+    def total_train_batches(self):
+        total = self.trainer.max_steps
+        return total if 0 < total < 10**9 else None
+
+    def on_train_epoch_start(self, trainer, *_: Any) -> None:
+        super().on_train_epoch_start(trainer)
+        self.train_progress_bar.set_description("fit")
+        self.train_progress_bar.initial = trainer.global_step  # a resumed run starts where it left
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, trainer.global_step - 1)

@@ -1,0 +1,108 @@
+"""Files a run writes: images, audio, plots, JSON. Matplotlib is imported only here, lazily."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+import torch
+
+ERROR_SCALE = 0.1  # error.png saturates at an absolute error of 10 % of the value range
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_json(path: Path, data: Dict[str, Any]) -> None:
+    """Write JSON atomically (a reader never sees half a file)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def image_to_array(img: torch.Tensor, bit_depth: int = 8) -> np.ndarray:
+    """(H, W, C) in [0, 1] -> uint8 or uint16 array for imageio (C = 1 is written as gray)."""
+    a = img.clamp(0, 1).numpy()
+    if a.shape[-1] == 1:
+        a = a[..., 0]
+    if bit_depth == 16:
+        return (a * 65535.0 + 0.5).astype(np.uint16)
+    return (a * 255.0 + 0.5).astype(np.uint8)
+
+
+def write_image(path: Path, img: torch.Tensor, bit_depth: int = 8) -> None:
+    import imageio.v3 as iio
+
+    tmp = path.with_name(".tmp-" + path.name)
+    iio.imwrite(tmp, image_to_array(img, 16 if bit_depth == 16 else 8), extension=path.suffix)
+    os.replace(tmp, path)
+
+
+def write_error_image(path: Path, pred: torch.Tensor, target: torch.Tensor) -> None:
+    """Mean absolute error over channels, inferno colour map from 0 to ERROR_SCALE."""
+    import imageio.v3 as iio
+    from matplotlib import colormaps
+
+    err = (pred - target).abs().mean(-1).numpy() / ERROR_SCALE
+    rgb = colormaps["inferno"](np.clip(err, 0, 1))[..., :3]
+    iio.imwrite(path, (rgb * 255 + 0.5).astype(np.uint8))
+
+
+def plot_curve(path: Path, history: Sequence[Sequence[float]], title: str, label: str = "test PSNR (dB)") -> None:
+    plt = _plt()
+    h = np.asarray(history, dtype=float)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    a.plot(h[:, 0], h[:, 2], marker=".")
+    a.set_xlabel("step")
+    b.plot(h[:, 1], h[:, 2], marker=".")
+    b.set_xlabel("training seconds (compile included, evaluation excluded)")
+    for ax in (a, b):
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_audio(path: Path, pred: np.ndarray, target: np.ndarray, rate: int, title: str) -> None:
+    """Waveforms (target and reconstruction, first channel) and both spectrograms."""
+    plt = _plt()
+    t = np.arange(target.shape[0]) / rate
+    fig, axes = plt.subplots(3, 1, figsize=(10, 7.5))
+    axes[0].plot(t, target[:, 0], lw=0.5, label="target")
+    axes[0].plot(t, pred[:, 0], lw=0.5, alpha=0.7, label="reconstruction")
+    axes[0].set_xlabel("seconds")
+    axes[0].legend(loc="upper right")
+    for ax, sig, name in ((axes[1], target, "target"), (axes[2], pred, "reconstruction")):
+        ax.specgram(sig[:, 0], Fs=rate, NFFT=512, noverlap=384, cmap="magma")
+        ax.set_ylabel(f"{name}\nHz")
+    axes[2].set_xlabel("seconds")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_compare(path: Path, curves: Dict[str, List[List[float]]], ylabel: str) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, h in curves.items():
+        h = np.asarray(h, dtype=float)
+        ax.plot(h[:, 1], h[:, 2], marker=".", label=name)
+    ax.set_xlabel("training seconds")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,135 @@
+"""Fitting one sampled signal (image or audio) with a field: data module and Lightning module."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from ..data.signal import grid_coords
+from ..fields import Field, FieldConfig, evaluate
+from ..presets import TrainConfig
+
+HOLDOUTS = ("none", "even-odd")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+def split_holdout(values: torch.Tensor, holdout: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(coords_train, values_train, coords_test, values_test) from a (*grid, C) signal.
+
+    'none': train and test on every sample. 'even-odd' (Tancik et al.): train on the samples with
+    even indices on every axis, test on the odd ones (for an image, the even and odd
+    half-resolution pixel grids), so the test measures generalisation, not memorisation.
+    """
+    shape = values.shape[:-1]
+    coords = grid_coords(shape).view(*shape, len(shape))
+    if holdout == "none":
+        flat_c, flat_v = coords.reshape(-1, len(shape)), values.reshape(-1, values.shape[-1])
+        return flat_c, flat_v, flat_c, flat_v
+    if holdout != "even-odd":
+        raise ValueError(f"holdout must be one of {HOLDOUTS}, got {holdout!r}")
+    if min(shape) < 2:
+        raise ValueError("even-odd holdout needs at least 2 samples per axis")
+    even = tuple(slice(0, None, 2) for _ in shape)
+    odd = tuple(slice(1, None, 2) for _ in shape)
+    c = values.shape[-1]
+    return (
+        coords[even].reshape(-1, len(shape)),
+        values[even].reshape(-1, c),
+        coords[odd].reshape(-1, len(shape)),
+        values[odd].reshape(-1, c),
+    )
+
+
+class _Batches(IterableDataset):
+    """Endless (coords, targets) batches: the whole set, or `batch_size` random samples."""
+
+    def __init__(self, coords: torch.Tensor, targets: torch.Tensor, batch_size: Optional[int], seed: int) -> None:
+        self.coords, self.targets, self.batch_size, self.seed = coords, targets, batch_size, seed
+
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+        n = self.coords.shape[0]
+        if self.batch_size is None or self.batch_size >= n:
+            while True:
+                yield self.coords, self.targets
+        gen = torch.Generator().manual_seed(self.seed)
+        while True:
+            idx = torch.randint(0, n, (self.batch_size,), generator=gen)
+            yield self.coords[idx], self.targets[idx]
+
+
+class SignalData(L.LightningDataModule):
+    """Train/test split of a regular-grid signal; targets mapped to the training value range."""
+
+    def __init__(self, values: torch.Tensor, holdout: str, batch_size: Optional[int], native_range, value_range, seed: int = 0) -> None:
+        super().__init__()
+        self.values, self.holdout, self.batch_size, self.seed = values, holdout, batch_size, seed
+        self.native_range, self.value_range = tuple(native_range), tuple(value_range)
+
+    def setup(self, stage: Optional[str] = None) -> None:
+        self.train_coords, train_v, self.test_coords, self.test_values = split_holdout(self.values, self.holdout)
+        self.train_targets = to_range(train_v, self.native_range, self.value_range)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(_Batches(self.train_coords, self.train_targets, self.batch_size, self.seed), batch_size=None, num_workers=0)
+
+
+def to_range(v: torch.Tensor, src, dst) -> torch.Tensor:
+    """Affine map of values from range src = (lo, hi) to dst."""
+    if tuple(src) == tuple(dst):
+        return v
+    return (v - src[0]) / (src[1] - src[0]) * (dst[1] - dst[0]) + dst[0]
+
+
+class SignalFitModule(L.LightningModule):
+    """MSE fit of a field to (coords, targets) batches.
+
+    Args:
+        in_dim, out_dim: coordinate and value dimensions of the signal.
+        field: a FieldConfig as a dict.
+        train: a TrainConfig as a dict.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, field: Dict[str, Any], train: Dict[str, Any]) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.train_cfg = TrainConfig.from_dict(dict(train))
+        self.field = Field(in_dim, out_dim, FieldConfig.from_dict(dict(field)))
+        self._fast: Dict[str, Any] = {}  # the compiled field, kept out of the state dict
+
+    def configure_model(self) -> None:
+        if self.train_cfg.compile and "field" not in self._fast:
+            self._fast["field"] = torch.compile(self.field)
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        coords, targets = batch
+        fwd = self._fast.get("field", self.field)
+        pred = fwd(coords)
+        loss = torch.nn.functional.mse_loss(pred.float(), targets)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(f"the loss became {loss.item()} at step {self.global_step}")
+        if self.global_step % self.train_cfg.eval_every == 0:
+            self.log("loss", loss.detach(), prog_bar=True, on_step=True, on_epoch=False, batch_size=coords.shape[0])
+        return loss
+
+    def configure_optimizers(self):
+        cfg = self.train_cfg
+        opt = torch.optim.Adam(self.field.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
+        if cfg.lr_final_factor == 1.0:
+            return opt
+        gamma = math.log(cfg.lr_final_factor) / cfg.steps
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: math.exp(gamma * min(step, cfg.steps)))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    @torch.no_grad()
+    def predict_values(self, coords: torch.Tensor, value_range, native_range, level: Optional[int] = None) -> torch.Tensor:
+        """Field values at coords, mapped back to the signal's native range and clamped to it."""
+        out = evaluate(self.field, coords, level=level)
+        out = to_range(out, value_range, native_range)
+        return out.clamp(min(native_range), max(native_range))
