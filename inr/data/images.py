@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -56,7 +57,9 @@ def read_image(path: str | Path, alpha: Literal["fit", "composite"] = "fit") -> 
     if p.stat().st_size == 0:
         raise InputError(p, "file is empty (0 bytes)")
     try:
-        arr = np.asarray(iio.imread(p))
+        with warnings.catch_warnings():  # imageio's plugin probing warns about deprecated plugins
+            warnings.simplefilter("ignore")
+            arr = np.asarray(iio.imread(p))
     except Exception as exc:  # imageio raises many types for unreadable files
         raise InputError(p, f"cannot be read as an image ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'})") from None
     if arr.ndim == 3 and arr.shape[0] in (1,) and arr.shape[-1] not in (1, 2, 3, 4):

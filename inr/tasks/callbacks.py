@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -61,8 +62,16 @@ class RunMonitor(L.Callback):
 
 
 class SafeCheckpoint(ModelCheckpoint):
-    """Writes `last.ckpt` every n steps, but never a checkpoint whose parameters are not all
-    finite: when training diverges, the last checkpoint on disk is the last good state."""
+    """Writes `last.ckpt` every n steps, atomically (a kill mid-write leaves the previous one
+    whole), and never a checkpoint whose parameters are not all finite: when training diverges,
+    the last checkpoint on disk is the last good state."""
+
+    def _save_checkpoint(self, trainer, filepath: str) -> None:
+        tmp = f"{filepath}.tmp"
+        super()._save_checkpoint(trainer, tmp)
+        if trainer.is_global_zero:
+            os.replace(tmp, filepath)
+        self._last_checkpoint_saved = filepath
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step % max(self._every_n_train_steps, 1) == 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 import warnings
@@ -128,7 +129,7 @@ def _trainer(run: Run, callbacks: Sequence[Any]):
         max_steps=run.max_steps,
         max_epochs=-1,
         precision="bf16-mixed" if cfg.precision == "bf16" else "32-true",
-        logger=CSVLogger(run.out, name="logs", version=""),
+        logger=CSVLogger(run.out, name="logs"),  # version_N: a resumed run keeps the earlier logs
         log_every_n_steps=cfg.eval_every,
         callbacks=[*callbacks, *bar, ckpt],
         enable_progress_bar=run.opts.progress,
@@ -174,7 +175,8 @@ def run_fit(opts: FitOptions, resume: Optional[Path] = None, callbacks: Sequence
                                f"(resume with --resume {run.out} after lowering train.lr)") from None
     if trainer.interrupted:
         raise KeyboardInterrupt(f"interrupted; resume with --resume {run.out}")
-    trainer.save_checkpoint(run.ckpt, weights_only=False)
+    trainer.save_checkpoint(f"{run.ckpt}.tmp", weights_only=False)
+    os.replace(f"{run.ckpt}.tmp", run.ckpt)
     return write_outputs(run, module, monitor.history, monitor.seconds(), trainer.global_step)
 
 

@@ -83,8 +83,9 @@ def plot_audio(path: Path, pred: np.ndarray, target: np.ndarray, rate: int, titl
     axes[0].plot(t, pred[:, 0], lw=0.5, alpha=0.7, label="reconstruction")
     axes[0].set_xlabel("seconds")
     axes[0].legend(loc="upper right")
+    nfft = int(min(512, 2 ** np.floor(np.log2(max(target.shape[0] // 4, 16)))))
     for ax, sig, name in ((axes[1], target, "target"), (axes[2], pred, "reconstruction")):
-        ax.specgram(sig[:, 0], Fs=rate, NFFT=512, noverlap=384, cmap="magma")
+        ax.specgram(sig[:, 0], Fs=rate, NFFT=nfft, noverlap=nfft * 3 // 4, cmap="magma")
         ax.set_ylabel(f"{name}\nHz")
     axes[2].set_xlabel("seconds")
     fig.suptitle(title)

@@ -1,0 +1,23 @@
+"""Tiny signals for end-to-end tests."""
+
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+import soundfile as sf
+
+
+def smooth_image(path: Path, size: int = 16, channels: int = 3) -> Path:
+    """A smooth colour image: gradients and a blob (every preset can fit it)."""
+    y, x = np.mgrid[0:size, 0:size] / (size - 1)
+    blob = np.exp(-((x - 0.6) ** 2 + (y - 0.4) ** 2) / 0.05)
+    img = np.stack([x, y, blob], -1)[..., :channels]
+    iio.imwrite(path, (img * 255).astype(np.uint8))
+    return path
+
+
+def tone(path: Path, seconds: float = 0.1, rate: int = 8000, channels: int = 1) -> Path:
+    t = np.arange(int(seconds * rate)) / rate
+    sig = np.stack([0.5 * np.sin(2 * np.pi * (220 * (c + 1)) * t) * np.exp(-3 * t) for c in range(channels)], -1)
+    sf.write(path, sig, rate)
+    return path

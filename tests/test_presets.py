@@ -1,0 +1,45 @@
+"""Every bundled preset overfits a tiny signal: its test PSNR rises by >= 10 dB (MSE falls >= 10x)."""
+
+import json
+
+import pytest
+
+from inr.presets import available_presets, load_preset
+from inr.tasks.fit import FitOptions, run_fit
+
+from .helpers import smooth_image, tone
+
+GAIN_DB = 10.0  # the loss falls by a factor >= 10
+STEPS = 200
+
+
+@pytest.fixture(scope="module")
+def signals(tmp_path_factory):
+    d = tmp_path_factory.mktemp("signals")
+    return {"image": smooth_image(d / "i.png", 16), "audio": tone(d / "a.wav", 0.05, 8000)}
+
+
+@pytest.mark.parametrize("kind,preset", [(k, p) for k in ("image", "audio") for p in available_presets(k)])
+def test_preset_overfits_tiny_signal(kind, preset, signals, tmp_path):
+    # compile is exercised by test_default_preset_compiled; here the eager path keeps the suite short
+    opts = FitOptions(kind=kind, signal=str(signals[kind]), preset=preset, out=str(tmp_path / "run"), steps=STEPS,
+                      progress=False, overrides={"train.compile": False, "train.eval_every": STEPS})
+    r = run_fit(opts)
+    start, end = r["curve"][0][2], r["psnr"]
+    assert end - start >= GAIN_DB, f"{kind}/{preset}: {start:.1f} -> {end:.1f} dB"
+
+
+def test_default_preset_compiled(signals, tmp_path):
+    assert load_preset("hashgrid", "image").train.compile
+    opts = FitOptions(kind="image", signal=str(signals["image"]), out=str(tmp_path / "c"), steps=60, progress=False)
+    r = run_fit(opts)
+    m = json.loads((tmp_path / "c" / "metrics.json").read_text())
+    assert m["compile"] is True and m["preset"] == "hashgrid"
+    assert r["psnr"] > 35.0
+
+
+def test_preset_files_validate():
+    for kind in ("image", "audio"):
+        for name in available_presets(kind):
+            p = load_preset(name, kind)
+            assert p.description and p.task == kind
