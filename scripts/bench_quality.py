@@ -1,0 +1,172 @@
+"""Quality per time on this machine: the issue's quality targets and the papers' claims.
+
+    .venv/bin/python scripts/bench_quality.py                 # every section, ~35 minutes on 2 cores
+    .venv/bin/python scripts/bench_quality.py --only image60  # one section
+
+Sections: image60 (hashgrid, 512^2 photo, 60 s), cameraman (default preset vs SIREN's 33.6 dB,
+30 s), audio (5 s speech, 120 s), ffn (Tancik et al.'s even-odd table at 256^2 against plain
+PyTorch loops), spder (SPDER vs SIREN loss at equal steps), shifted (shifted-basis sigma sweep),
+pins (PSNR per PINs level). Results go to bench-results/<section>.json and stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import astronaut, cameraman, load_image_tensor, save, table  # noqa: E402
+
+from inr import build_encoding, metrics  # noqa: E402
+from inr.data.signal import grid_coords  # noqa: E402
+from inr.encodings.shifted_basis import stable_rank  # noqa: E402
+from inr.tasks.fit import FitOptions, default_signal, run_fit  # noqa: E402
+
+OUT = Path("bench-results")
+
+
+def fit(kind, signal, preset, name, **kw):
+    opts = FitOptions(kind=kind, signal=str(signal), preset=preset, out=str(OUT / name), progress=False, overwrite=True, **kw)
+    return run_fit(opts)
+
+
+def row(r, **extra):
+    keep = {k: r[k] for k in ("preset", "psnr", "ssim", "snr_db", "steps", "seconds", "params") if k in r}
+    return {**keep, **extra}
+
+
+def section_image60():
+    r = fit("image", default_signal("image"), "hashgrid", "image60", time_budget=60)
+    rows = [row(r, target="PSNR >= 40 dB in 60 s (512x512 RGB)")]
+    print(table(rows, ["preset", "psnr", "ssim", "steps", "seconds", "params", "target"]))
+    save("image60", rows)
+
+
+def section_cameraman():
+    img = cameraman(256)
+    r = fit("image", img, "hashgrid", "cameraman-hashgrid30", time_budget=30)
+    rows = [row(r, target="33.6 dB (SIREN, 500 steps, ~600 s) in <= 30 s")]
+    print(table(rows, ["preset", "psnr", "ssim", "steps", "seconds", "params", "target"]))
+    save("cameraman", rows)
+
+
+def section_siren500():
+    r = fit("image", cameraman(256), "siren", "cameraman-siren500", steps=500)
+    rows = [row(r, target="about 33.6 dB after 500 steps (plain loop)")]
+    print(table(rows, ["preset", "psnr", "ssim", "steps", "seconds", "params", "target"]))
+    save("siren500", rows)
+
+
+def section_audio():
+    rows = []
+    for preset in ("hashgrid", "siren"):
+        r = fit("audio", default_signal("audio"), preset, f"audio-{preset}120", time_budget=120)
+        rows.append(row(r))
+    print(table(rows, ["preset", "snr_db", "psnr", "steps", "seconds", "params"]))
+    save("audio", rows)
+
+
+def plain_ffn(kind: str, img: torch.Tensor, steps: int, seed: int = 0) -> float:
+    """Tancik et al.'s setting written plainly (independent of inr): test PSNR, even-odd."""
+    g = torch.Generator().manual_seed(seed)
+    h, w, c = img.shape
+    ys, xs = torch.meshgrid(torch.arange(h) / h, torch.arange(w) / w, indexing="ij")
+    v = torch.stack([ys, xs], -1)  # in [0, 1)
+    if kind == "relu":
+        feat = v
+    elif kind == "positional":
+        freqs = 10.0 ** (torch.arange(256) / 256)  # sigma^(j/m), per axis
+        arg = 2 * math.pi * v[..., None] * freqs
+        feat = torch.cat([arg.sin(), arg.cos()], -1).flatten(-2)
+    else:
+        B = torch.randn(256, 2, generator=g) * 10.0
+        arg = 2 * math.pi * v @ B.t()
+        feat = torch.cat([arg.sin(), arg.cos()], -1)
+    train_x, train_y = feat[::2, ::2].reshape(-1, feat.shape[-1]), img[::2, ::2].reshape(-1, c)
+    test_x, test_y = feat[1::2, 1::2].reshape(-1, feat.shape[-1]), img[1::2, 1::2].reshape(-1, c)
+    torch.manual_seed(seed)
+    d = feat.shape[-1]
+    net = torch.nn.Sequential(torch.nn.Linear(d, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                              torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, c), torch.nn.Sigmoid())
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    for _ in range(steps):
+        loss = torch.nn.functional.mse_loss(net(train_x), train_y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        return metrics.psnr(net(test_x), test_y)
+
+
+def section_ffn(size: int = 256, steps: int = 500):
+    img_path = astronaut(size)
+    img = load_image_tensor(img_path)
+    rows = []
+    for preset in ("relu", "basic", "positional", "fourier", "learnable_fourier", "shifted_basis"):
+        r = fit("image", img_path, preset, f"ffn-{preset}", steps=steps, holdout="even-odd")
+        ref = plain_ffn(preset, img, steps) if preset in ("relu", "positional", "fourier") else None
+        rows.append(row(r, train_psnr=r["train_psnr"], plain_loop_psnr=ref if ref is None else round(ref, 2)))
+        print(rows[-1], flush=True)
+    print(table(rows, ["preset", "psnr", "train_psnr", "plain_loop_psnr", "ssim", "steps", "seconds", "params"]))
+    save("ffn", rows)
+
+
+def section_spder(size: int = 128, steps: int = 300):
+    img = cameraman(size)
+    rows = []
+    for preset in ("siren", "spder"):
+        r = fit("image", img, preset, f"spder-{preset}", steps=steps)
+        # values are trained in [-1, 1]; MSE there = 4 x MSE on [0, 1] = 4 * 10^(-PSNR/10)
+        rows.append(row(r, mse_train_range=4 * 10 ** (-r["psnr"] / 10)))
+    rows.append({"preset": "spder / siren MSE", "mse_train_range": rows[1]["mse_train_range"] / rows[0]["mse_train_range"]})
+    print(table(rows, ["preset", "psnr", "mse_train_range", "steps", "seconds", "params"]))
+    save("spder", rows)
+
+
+def section_shifted(centres: int = 10_000):
+    """The paper's 1D protocol: a 512-sample image row, one linear layer (least squares) on D
+    Gaussian features, train on even samples, test on the odd ones."""
+    gray = load_image_tensor(astronaut(512)).mean(-1)
+    signal = gray[256]  # one row, 512 samples in [0, 1]
+    x = grid_coords((512,))
+    rows = []
+    for sigma in (3e-4, 1e-3, 2e-3, 5e-3, 1e-2, 3e-2):
+        enc = build_encoding("shifted_basis", 1, num_centres=centres, sigma=sigma)
+        F = enc(x).double()
+        a, y = F[0::2], signal[0::2].double()[:, None]
+        wts = torch.linalg.lstsq(a, y, driver="gelsd").solution
+        train = metrics.psnr((a @ wts).clamp(0, 1), y)
+        test = metrics.psnr((F[1::2] @ wts).clamp(0, 1), signal[1::2].double()[:, None])
+        rows.append({"sigma": sigma, "train_psnr": round(train, 2), "test_psnr": round(test, 2), "stable_rank": round(stable_rank(a), 1)})
+        print(rows[-1], flush=True)
+    print(table(rows, ["sigma", "train_psnr", "test_psnr", "stable_rank"]))
+    save("shifted", rows)
+
+
+def section_pins(size: int = 256, steps: int = 1000):
+    r = fit("image", astronaut(size), "pins", "pins", steps=steps)
+    rows = [{"level": k, "psnr": p} for k, p in enumerate(r["level_psnr"])]
+    print(table(rows, ["level", "psnr"]))
+    save("pins", rows)
+
+
+SECTIONS = {"image60": section_image60, "cameraman": section_cameraman, "audio": section_audio, "ffn": section_ffn,
+            "spder": section_spder, "shifted": section_shifted, "pins": section_pins, "siren500": section_siren500}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=sorted(SECTIONS), action="append",
+                    help="run only these sections (default: all but siren500, which takes ~10 minutes)")
+    args = ap.parse_args()
+    for name in args.only or [s for s in SECTIONS if s != "siren500"]:
+        print(f"## {name}", flush=True)
+        SECTIONS[name]()
+
+
+if __name__ == "__main__":
+    main()

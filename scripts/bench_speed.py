@@ -1,0 +1,163 @@
+"""Throughput on this machine: sgemm peak, MLP training (fp32 / bf16), hash grid fwd+bwd,
+and the framework overhead of a Lightning fit against a plain PyTorch loop.
+
+    .venv/bin/python scripts/bench_speed.py            # all sections, ~5 minutes on 2 cores
+
+Medians of 5 after 2 warm-ups; ratios are measured in the same run (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import cameraman, median_seconds, save, table  # noqa: E402
+
+import inr  # noqa: E402
+from inr.encodings.hashgrid import HashGrid  # noqa: E402
+from inr.presets import load_preset  # noqa: E402
+
+
+def sgemm_gflops(dtype_ctx) -> float:
+    a, b = torch.randn(4096, 4096), torch.randn(4096, 4096)
+
+    def run():
+        with dtype_ctx():
+            return a @ b
+
+    return 2 * 4096**3 / median_seconds(run) / 1e9
+
+
+def mlp_flops_per_sample(field: inr.Field) -> float:
+    """fwd + bwd FLOPs of the linear layers: 2 per MAC forward, 4 per MAC backward."""
+    macs = sum(m.in_features * m.out_features for m in field.modules() if isinstance(m, torch.nn.Linear))
+    return 6.0 * macs
+
+
+def train_step_fn(field: torch.nn.Module, batch: int, bf16: bool, in_dim: int = 2, out_dim: int = 3):
+    x = torch.rand(batch, in_dim) * 2 - 1
+    y = torch.rand(batch, out_dim)
+    opt = torch.optim.Adam(field.parameters(), lr=1e-4)
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            pred = field(x)
+        loss = torch.nn.functional.mse_loss(pred.float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def section_mlp(rows, batch: int = 65536):
+    import contextlib
+
+    peak32 = sgemm_gflops(contextlib.nullcontext)
+    peak16 = sgemm_gflops(lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+    rows.append({"what": "sgemm 4096^3", "fp32": f"{peak32:.0f} GFLOP/s", "bf16 autocast": f"{peak16:.0f} GFLOP/s"})
+    for preset in ("fourier", "relu", "siren"):
+        cfg = load_preset(preset, "image").field
+        field = inr.Field(2, 3, cfg)
+        flops = mlp_flops_per_sample(field)
+        res = {}
+        for bf16 in (False, True):
+            sec = median_seconds(train_step_fn(field, batch, bf16))
+            res[bf16] = (batch / sec, flops * batch / sec / 1e9)
+        rows.append({
+            "what": f"{preset} preset train step (batch {batch})",
+            "fp32": f"{res[False][0]/1e3:.0f}k samples/s = {res[False][1]:.0f} GFLOP/s = {res[False][1]/peak32:.0%} of sgemm",
+            "bf16 autocast": f"{res[True][0]/1e3:.0f}k samples/s = {res[True][1]:.0f} GFLOP/s = {res[True][1]/peak16:.0%} of bf16 sgemm",
+        })
+
+
+def section_hashgrid(rows, n: int = 65536):
+    g = HashGrid(3, n_levels=16, n_features=2, log2_table=19, backend="torch")
+    x = torch.rand(n, 3) * 2 - 1
+
+    def step(f):
+        def run():
+            f(x).square().sum().backward()
+
+        return run
+
+    eager = n / median_seconds(step(g))
+    t = time.perf_counter()
+    c = torch.compile(g)
+    step(c)()
+    compile_s = time.perf_counter() - t
+    compiled = n / median_seconds(step(c))
+    rows.append({"what": "hash grid L16 F2 T2^19 3D fwd+bwd, 65,536 pts", "fp32": f"eager {eager/1e3:.0f}k pts/s",
+                 "bf16 autocast": f"torch.compile {compiled/1e3:.0f}k pts/s ({compiled/eager:.1f}x eager; first compile {compile_s:.1f} s)"})
+
+
+def plain_siren(size: int) -> torch.nn.Module:
+    """An independent SIREN written the plain way (reference for the overhead measurement)."""
+
+    class Sine(torch.nn.Module):
+        def __init__(self, i, o, w0, first):
+            super().__init__()
+            self.l, self.w0 = torch.nn.Linear(i, o), w0
+            b = 1 / i if first else math.sqrt(6 / i) / w0
+            torch.nn.init.uniform_(self.l.weight, -b, b)
+
+        def forward(self, x):
+            return torch.sin(self.w0 * self.l(x))
+
+    return torch.nn.Sequential(Sine(2, 256, 30, True), Sine(256, 256, 30, False), Sine(256, 256, 30, False),
+                               Sine(256, 256, 30, False), torch.nn.Linear(256, 1))
+
+
+def section_overhead(rows, size: int = 256, steps: int = 12):
+    """Per-step time of `inr fit-image --preset siren` (Lightning) vs a plain loop, same image."""
+    from inr.data.signal import grid_coords
+    from inr.tasks.fit import FitOptions, run_fit
+    from benchlib import load_image_tensor
+
+    img = cameraman(size)
+    values = load_image_tensor(img).reshape(-1, 1) * 2 - 1
+    coords = grid_coords((size, size))
+    net = plain_siren(size)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+
+    def plain_step():
+        loss = torch.nn.functional.mse_loss(net(coords), values)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    plain = median_seconds(plain_step, repeats=steps, warmup=2)
+    per_step = []
+    for n in (2, 2 + steps):  # the difference of two runs cancels set-up and final evaluation
+        r = run_fit(FitOptions(kind="image", signal=str(img), preset="siren", out=f"bench-results/overhead{n}",
+                               steps=n, progress=False, overwrite=True, overrides={"train.eval_every": 10**6}))
+        per_step.append(r["seconds"])
+    ours = (per_step[1] - per_step[0]) / steps
+    rows.append({"what": f"siren preset, full batch {size}x{size}: seconds per step", "fp32": f"plain loop {plain:.3f} s",
+                 "bf16 autocast": f"inr fit-image {ours:.3f} s (overhead {ours/plain - 1:+.1%})"})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=["mlp", "hashgrid", "overhead"], action="append")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    rows: list = []
+    for name, fn in (("mlp", section_mlp), ("hashgrid", section_hashgrid), ("overhead", section_overhead)):
+        if not args.only or name in args.only:
+            fn(rows)
+            print(table(rows[-1:], ["what", "fp32", "bf16 autocast"]).splitlines()[-1], flush=True)
+    print()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(table(rows, ["what", "fp32", "bf16 autocast"]))
+    save("speed", rows)
+
+
+if __name__ == "__main__":
+    main()
