@@ -59,6 +59,8 @@ def _add_fit_options(p: argparse.ArgumentParser, kind: Optional[str]) -> None:
                    "the odd ones (Tancik et al.'s generalisation protocol)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets",
                    help="override a preset entry, e.g. --set train.lr=3e-3 --set field.network_options.hidden=128")
+    p.add_argument("--precision", choices=["32", "bf16"], help="fp32, or bf16 autocast (about 2x faster on CPUs "
+                   "with AVX-512 bf16; default: the preset's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     if kind != "audio":
         p.add_argument("--alpha", choices=["fit", "composite"], default="fit",
@@ -114,7 +116,8 @@ def _fit_options(args: argparse.Namespace, kind: str, signal: Optional[str], pre
 
     return FitOptions(
         kind=kind, signal=signal, preset=preset, out=out, steps=args.steps, time_budget=args.time_budget,
-        seed=args.seed, holdout=args.holdout, overrides=_parse_sets(args.sets), alpha=getattr(args, "alpha", "fit"),
+        seed=args.seed, holdout=args.holdout, alpha=getattr(args, "alpha", "fit"),
+        overrides={**_parse_sets(args.sets), **({"train.precision": args.precision} if args.precision else {})},
         progress=not args.no_progress, overwrite=getattr(args, "overwrite", False),
     )
 

@@ -105,9 +105,14 @@ class Field(nn.Module):
 def evaluate(field: nn.Module, coords: torch.Tensor, chunk: int = 1 << 16, level: Optional[int] = None) -> torch.Tensor:
     """field(coords) in chunks of `chunk` rows (bounded memory for large renders), no grad."""
     was_training = field.training
+    param = next(iter(field.parameters()), None)
+    device = param.device if param is not None else coords.device
     field.eval()
     try:
-        parts = [field(c) if level is None else field(c, level=level) for c in torch.split(coords, chunk)]
+        parts = []
+        for c in torch.split(coords, chunk):
+            c = c.to(device)
+            parts.append((field(c) if level is None else field(c, level=level)).float().to(coords.device))
     finally:
         field.train(was_training)
-    return torch.cat(parts).float()
+    return torch.cat(parts)

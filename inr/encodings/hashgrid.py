@@ -100,7 +100,9 @@ class HashGrid(Encoding):
         self.table = nn.Parameter(torch.empty(sum(rows), n_features).uniform_(-1e-4, 1e-4))
         self.out_dim = self.n_levels * self.n_features
         self.backend = _external.resolve_backend(backend, _external.has_tinycudann(), "tcnn")
-        self._tcnn = self._make_tcnn() if self.backend == "tcnn" else None
+        # kept outside the module tree: its only parameter is `table`, so state dicts are the same
+        # on both backends and a table trained on one loads into the other
+        self.__dict__["_tcnn"] = self._make_tcnn() if self.backend == "tcnn" else None
 
     def _make_tcnn(self) -> nn.Module:
         tcnn = _external.tinycudann()
