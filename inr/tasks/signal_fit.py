@@ -105,6 +105,11 @@ class SignalFitModule(L.LightningModule):
 
     def configure_model(self) -> None:
         if self.train_cfg.compile and "field" not in self._fast:
+            # Dynamo caches compiled code per code object (Field.forward), shared by every field
+            # of the process; after 8 differently shaped fields (compare, benchmarks, tests) it
+            # would silently fall back to eager. Each fit starts from a clean cache instead
+            # (the on-disk inductor cache keeps recompiles cheap).
+            torch.compiler.reset()
             self._fast["field"] = torch.compile(self.field)
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
