@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 from torch import nn
@@ -99,6 +99,12 @@ class Field(nn.Module):
                 raise ValueError(f"this field has one level; got level={level}")
             return self.network(feats)
         return self.network(feats, level=level)
+
+    def all_levels(self, x: torch.Tensor) -> List[torch.Tensor]:
+        """Every level's output (coarse to fine); a one-level field gives [forward(x)]."""
+        if self.num_levels == 1:
+            return [self(x)]
+        return self.network.all_levels(self.encoding(x))
 
 
 @torch.no_grad()

@@ -35,6 +35,9 @@ class TrainConfig:
     value_range: Tuple[float, float] = (0.0, 1.0)
     """Range the targets are mapped to for training (images: [0, 1]; SIREN's setting: [-1, 1]).
     Audio amplitudes are always in [-1, 1] and use (-1, 1)."""
+    supervise_levels: bool = False
+    """Multi-level fields (PINs): supervise every level's output (mean of the level losses)
+    instead of the last one only, so that each coarse level is itself a fit of the signal."""
     eval_every: int = 50
     """Steps between test-PSNR evaluations for the curve (evaluation time is not counted)."""
     checkpoint_every: int = 100

@@ -151,10 +151,15 @@ def section_shifted(centres: int = 10_000):
     save("shifted", rows)
 
 
-def section_pins(size: int = 256, steps: int = 1000):
-    r = fit("image", astronaut(size), "pins", "pins", steps=steps)
-    rows = [{"level": k, "psnr": p} for k, p in enumerate(r["level_psnr"])]
-    print(table(rows, ["level", "psnr"]))
+def section_pins(size: int = 256, steps: int = 500):
+    """PSNR of each PINs level alone, last level supervised (the paper's reading) or all levels."""
+    rows = []
+    for every in (False, True):
+        r = fit("image", astronaut(size), "pins", f"pins-{'all' if every else 'last'}", steps=steps,
+                overrides={"train.supervise_levels": every})
+        rows.append({"supervised": "every level" if every else "last level",
+                     **{f"level {k}": p for k, p in enumerate(r["level_psnr"])}, "seconds": r["seconds"], "params": r["params"]})
+    print(table(rows, list(rows[0])))
     save("pins", rows)
 
 

@@ -30,3 +30,19 @@ def test_even_odd_split_known_values():
     assert c is c2 and v.shape == (16, 1)
     with pytest.raises(ValueError):
         split_holdout(values, "random")
+
+
+def test_supervising_every_pins_level_makes_coarse_levels_fits(tmp_path):
+    from inr.tasks.fit import FitOptions, run_fit
+
+    from .helpers import smooth_image
+
+    img = smooth_image(tmp_path / "p.png", 16)
+    level0 = {}
+    for every in (False, True):
+        opts = FitOptions(kind="image", signal=str(img), preset="pins", out=str(tmp_path / str(every)), steps=150,
+                          progress=False, overrides={"train.supervise_levels": every, "train.compile": False})
+        r = run_fit(opts)
+        assert len(r["level_psnr"]) == 4 and r["level_psnr"][-1] == r["psnr"]
+        level0[every] = r["level_psnr"][0]
+    assert level0[True] > level0[False] + 3.0

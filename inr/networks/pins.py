@@ -62,13 +62,18 @@ class PinsMLP(Network):
         last = self.num_levels - 1 if level is None else int(level)
         if not 0 <= last < self.num_levels:
             raise ValueError(f"level must be in [0, {self.num_levels - 1}], got {level}")
+        return self.all_levels(features, last)[-1]
+
+    def all_levels(self, features: torch.Tensor, last: Optional[int] = None) -> List[torch.Tensor]:
+        """The outputs of levels 0..last (default: all), each with the output activation."""
+        last = self.num_levels - 1 if last is None else last
         bands = torch.split(features, self.level_dims, dim=-1)
+        outputs: List[torch.Tensor] = []
         h: Optional[torch.Tensor] = None
         y: Optional[torch.Tensor] = None
         for k in range(last + 1):
-            inp = bands[k] if h is None else torch.cat([h, bands[k]], dim=-1)
-            h = self.blocks[k](inp)
+            h = self.blocks[k](bands[k] if h is None else torch.cat([h, bands[k]], dim=-1))
             r = self.heads[k](h)
             y = r if y is None else y + r
-        assert y is not None
-        return self.out_act(y)
+            outputs.append(self.out_act(y))
+        return outputs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import lightning as L
 import torch
@@ -110,13 +110,18 @@ class SignalFitModule(L.LightningModule):
             # would silently fall back to eager. Each fit starts from a clean cache instead
             # (the on-disk inductor cache keeps recompiles cheap).
             torch.compiler.reset()
-            self._fast["field"] = torch.compile(self.field)
+            self._fast["field"] = torch.compile(self._train_forward)
+
+    def _train_forward(self, coords: torch.Tensor) -> List[torch.Tensor]:
+        """The outputs the loss sees: every level's when supervise_levels, else the field's."""
+        if self.train_cfg.supervise_levels:
+            return self.field.all_levels(coords)
+        return [self.field(coords)]
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         coords, targets = batch
-        fwd = self._fast.get("field", self.field)
-        pred = fwd(coords)
-        loss = torch.nn.functional.mse_loss(pred.float(), targets)
+        preds = self._fast.get("field", self._train_forward)(coords)
+        loss = torch.stack([torch.nn.functional.mse_loss(p.float(), targets) for p in preds]).mean()
         if not torch.isfinite(loss):
             raise TrainingDiverged(f"the loss became {loss.item()} at step {self.global_step}")
         if self.global_step % self.train_cfg.eval_every == 0:
