@@ -25,31 +25,28 @@ def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) 
     return statistics.median(times)
 
 
-def cameraman(size: int) -> Path:
-    """skimage's cameraman resized to size x size (antialiased), written under bench-results/."""
+def _resized(name: str, size: int) -> Path:
+    """scikit-image's sample `name` resized (antialiased) to size x size, under bench-results/."""
     import imageio.v3 as iio
     import skimage.data
     from skimage.transform import resize
 
-    path = RESULTS / f"cameraman{size}.png"
+    path = RESULTS / f"{name}{size}.png"
     if not path.exists():
         RESULTS.mkdir(exist_ok=True)
-        img = resize(skimage.data.camera() / 255.0, (size, size), anti_aliasing=True)
+        img = resize(getattr(skimage.data, name)() / 255.0, (size, size), anti_aliasing=True)
         iio.imwrite(path, (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8))
     return path
+
+
+def cameraman(size: int) -> Path:
+    """The 512^2 grayscale cameraman (SIREN's image), resized."""
+    return _resized("camera", size)
 
 
 def astronaut(size: int) -> Path:
-    import imageio.v3 as iio
-    import skimage.data
-    from skimage.transform import resize
-
-    path = RESULTS / f"astronaut{size}.png"
-    if not path.exists():
-        RESULTS.mkdir(exist_ok=True)
-        img = resize(skimage.data.astronaut() / 255.0, (size, size), anti_aliasing=True)
-        iio.imwrite(path, (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8))
-    return path
+    """The 512^2 RGB astronaut photo (also the bundled sample), resized."""
+    return _resized("astronaut", size)
 
 
 def save(name: str, rows: List[Dict]) -> None:

@@ -217,3 +217,25 @@ def test_hashgrid_tcnn_parity():
     # tcnn accumulates in fp32 with a different summation order: 1e-4 absolute on values of O(1)
     assert torch.allclose(a, b, atol=1e-4)
     assert torch.allclose(ref.table.grad, fast.table.grad, atol=1e-3)
+
+
+def test_spherical_harmonics_known_values_and_orthonormality():
+    enc = inr.build_encoding("spherical_harmonics", 3)
+    assert enc.out_dim == 16
+    up = enc(torch.tensor([[0.0, 0.0, 2.0]]))[0]  # normalised to (0, 0, 1)
+    expect = torch.zeros(16)
+    expect[0], expect[2], expect[6], expect[12] = 0.28209479, 0.48860251, 0.94617470 - 0.31539157, 0.37317633 * 2
+    assert torch.allclose(up, expect, atol=1e-6)
+    # tcnn's signs: Y_1 = -c y, Y_3 = -c x
+    side = enc(torch.tensor([[1.0, 0.0, 0.0]]))[0]
+    assert side[3] == pytest.approx(-0.48860251) and side[1] == 0.0
+    # orthonormal on the sphere: 4 pi mean(Y_i Y_j) = delta_ij on a Fibonacci lattice of points
+    n = 200_000
+    i = torch.arange(n, dtype=torch.float64) + 0.5
+    z = 1 - 2 * i / n
+    phi = math.pi * (1 + 5**0.5) * i
+    r = (1 - z * z).sqrt()
+    d = torch.stack([r * phi.cos(), r * phi.sin(), z], -1)
+    Y = enc(d)
+    gram = 4 * math.pi * (Y.t() @ Y) / n
+    assert torch.allclose(gram, torch.eye(16, dtype=torch.float64), atol=1e-3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import nn
 
@@ -18,6 +20,8 @@ class Encoding(nn.Module):
 
     in_dim: int
     out_dim: int
+    fixed_in_dim: Optional[int] = None
+    """Set by encodings defined for one input size only (spherical harmonics: 3)."""
 
     def __init__(self, in_dim: int) -> None:
         super().__init__()

@@ -1,0 +1,129 @@
+"""Occupancy grid and ray marching with empty-space skipping and early termination.
+
+The CPU twin of nerfacc's `OccGridEstimator` (whose `sampling` needs CUDA): a binary grid of
+which cells may hold density, refreshed every few steps from an exponential moving average of
+the field's density, and a marcher that takes uniform steps along each ray, keeps the samples
+whose cell is occupied, and drops those behind the point where the transmittance falls below
+`early_stop_eps`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Tuple
+
+import torch
+from torch import nn
+
+from .rays import Rays
+from .volume import render_weights
+
+
+def ray_aabb(rays: Rays, aabb: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Slab test: entry and exit distances (N,) of each ray through the box aabb = (xmin, ymin,
+    zmin, xmax, ymax, zmax); a miss gives t_far < t_near."""
+    inv = 1.0 / torch.where(rays.directions.abs() < 1e-12, torch.full_like(rays.directions, 1e-12), rays.directions)
+    t0 = (aabb[:3] - rays.origins) * inv
+    t1 = (aabb[3:] - rays.origins) * inv
+    t_near = torch.minimum(t0, t1).amax(-1)
+    t_far = torch.maximum(t0, t1).amin(-1)
+    return t_near, t_far
+
+
+class OccupancyGrid(nn.Module):
+    """A resolution^3 grid over `aabb` of cell occupancies (EMA of opacity) and their binary mask.
+
+    Args:
+        aabb: (6,) box (xmin, ymin, zmin, xmax, ymax, zmax).
+        resolution: cells per side (nerfacc: 128).
+        ema_decay: occs <- max(occs * decay, new) at every update.
+        threshold: a cell is occupied when its occupancy exceeds min(threshold, mean occupancy).
+        warmup_steps: before this step every cell is re-evaluated; afterwards a random quarter
+            of the cells plus the occupied ones (nerfacc's schedule).
+    """
+
+    def __init__(self, aabb, resolution: int = 128, ema_decay: float = 0.95, threshold: float = 0.01, warmup_steps: int = 256) -> None:
+        super().__init__()
+        self.register_buffer("aabb", torch.as_tensor(aabb, dtype=torch.float32).reshape(6))
+        self.resolution = int(resolution)
+        self.ema_decay, self.threshold, self.warmup_steps = float(ema_decay), float(threshold), int(warmup_steps)
+        n = self.resolution**3
+        self.register_buffer("occs", torch.zeros(n))
+        self.register_buffer("binaries", torch.ones(n, dtype=torch.bool))
+        r = torch.arange(self.resolution)
+        cells = torch.stack(torch.meshgrid(r, r, r, indexing="ij"), -1).reshape(-1, 3)
+        self.register_buffer("cells", cells.to(torch.int32), persistent=False)
+
+    @property
+    def cell_size(self) -> torch.Tensor:
+        return (self.aabb[3:] - self.aabb[:3]) / self.resolution
+
+    def cell_index(self, points: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Flat cell index (N,) of each point and whether it lies inside the box."""
+        u = (points - self.aabb[:3]) / (self.aabb[3:] - self.aabb[:3])
+        inside = ((u >= 0) & (u < 1)).all(-1)
+        ijk = (u.clamp(0, 1 - 1e-6) * self.resolution).long()
+        return (ijk[:, 0] * self.resolution + ijk[:, 1]) * self.resolution + ijk[:, 2], inside
+
+    def occupied(self, points: torch.Tensor) -> torch.Tensor:
+        idx, inside = self.cell_index(points)
+        return self.binaries[idx] & inside
+
+    @torch.no_grad()
+    def update(self, step: int, occupancy_fn: Callable[[torch.Tensor], torch.Tensor], generator: Optional[torch.Generator] = None) -> None:
+        """Refresh the grid: occupancy_fn maps (M, 3) world points to (M,) opacities
+        (density x step size, as nerfacc's occ_eval_fn)."""
+        n = self.occs.shape[0]
+        if step < self.warmup_steps:
+            idx = torch.arange(n, device=self.occs.device)
+        else:
+            rand = torch.randint(0, n, (n // 4,), device=self.occs.device, generator=generator)
+            idx = torch.cat([rand, self.binaries.nonzero()[:, 0]]).unique()
+        jitter = torch.rand(idx.shape[0], 3, device=self.occs.device, generator=generator)
+        points = self.aabb[:3] + (self.cells[idx].float() + jitter) * self.cell_size
+        new = occupancy_fn(points).reshape(-1).float()
+        self.occs[idx] = torch.maximum(self.occs[idx] * self.ema_decay, new)
+        thresh = min(self.threshold, float(self.occs.mean()))
+        self.binaries.copy_(self.occs > thresh)
+
+
+@torch.no_grad()
+def march(
+    rays: Rays,
+    grid: OccupancyGrid,
+    step_size: float,
+    near: float = 0.0,
+    sigma_fn: Optional[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = None,
+    early_stop_eps: float = 1e-4,
+    alpha_thre: float = 0.0,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Packed samples (ray_indices, t_starts, t_ends) along rays inside the grid's box.
+
+    Uniform steps of `step_size` from max(near, box entry) to the box exit; a sample is kept if
+    the cell of its midpoint is occupied. With `sigma_fn(t_starts, t_ends, ray_indices) ->
+    sigmas`, the densities of the kept samples are evaluated once (no gradient) and samples whose
+    transmittance is below `early_stop_eps` (early termination) or whose alpha is at most
+    `alpha_thre` are dropped, so the costly colour evaluation only sees samples that matter.
+    """
+    t_near, t_far = ray_aabb(rays, grid.aabb)
+    t_near = t_near.clamp(min=near)
+    hit = t_far > t_near
+    span = torch.where(hit, t_far - t_near, torch.zeros_like(t_near))
+    n_steps = int(torch.ceil(span.max() / step_size).item()) if len(rays) else 0
+    if n_steps == 0:
+        empty = torch.zeros(0, device=rays.origins.device)
+        return empty.long(), empty, empty
+    t_starts = t_near[:, None] + step_size * torch.arange(n_steps, device=t_near.device)[None, :]
+    t_mids = t_starts + 0.5 * step_size
+    valid = hit[:, None] & (t_mids < t_far[:, None])
+    ray_idx, step_idx = valid.nonzero(as_tuple=True)
+    mids = t_mids[ray_idx, step_idx]
+    points = rays.origins[ray_idx] + rays.directions[ray_idx] * mids[:, None]
+    keep = grid.occupied(points)
+    ray_idx, starts = ray_idx[keep], t_starts[ray_idx[keep], step_idx[keep]]
+    ends = starts + step_size
+    if sigma_fn is not None and ray_idx.numel():
+        sigmas = sigma_fn(starts, ends, ray_idx)
+        _, trans, alphas = render_weights(starts, ends, sigmas, ray_idx)
+        keep = (trans > early_stop_eps) & (alphas > alpha_thre)
+        ray_idx, starts, ends = ray_idx[keep], starts[keep], ends[keep]
+    return ray_idx, starts, ends

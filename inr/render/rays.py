@@ -1,0 +1,49 @@
+"""Camera rays in the Blender / NeRF (OpenGL) convention."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Rays:
+    """origins, directions: (N, 3) in world units; directions have unit length."""
+
+    origins: torch.Tensor
+    directions: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.origins.shape[0])
+
+    def __getitem__(self, index) -> "Rays":
+        return Rays(self.origins[index], self.directions[index])
+
+
+def pinhole_rays(c2w: torch.Tensor, fx: float, fy: float, cx: float, cy: float, pixels: torch.Tensor) -> Rays:
+    """Rays through pixel centres of a pinhole camera.
+
+    Camera space is OpenGL's: x right, y up, the camera looks along -z. Pixel (row i, column j)
+    has its centre at image position (u, v) = (j + 0.5, i + 0.5), so its camera-space direction
+    is ((u - cx) / fx, -(v - cy) / fy, -1).
+
+    Args:
+        c2w: (3, 4) or (4, 4) camera-to-world matrix [R | t], or (N, 3|4, 4) one per pixel.
+        fx, fy, cx, cy: intrinsics in pixels.
+        pixels: (N, 2) integer (row, column) indices.
+    Returns:
+        Rays with origins t and unit directions R d_cam.
+    """
+    i = pixels[:, 0].to(torch.float32) + 0.5
+    j = pixels[:, 1].to(torch.float32) + 0.5
+    d_cam = torch.stack([(j - cx) / fx, -(i - cy) / fy, -torch.ones_like(i)], dim=-1)
+    R = c2w[..., :3, :3].to(torch.float32)
+    t = c2w[..., :3, 3].to(torch.float32)
+    if R.dim() == 2:
+        dirs = d_cam @ R.t()
+        origins = t.expand_as(dirs)
+    else:
+        dirs = torch.einsum("nij,nj->ni", R, d_cam)
+        origins = t
+    return Rays(origins.contiguous(), torch.nn.functional.normalize(dirs, dim=-1))
