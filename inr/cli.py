@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("presets", help="list the bundled presets", description="List the bundled presets of each task.")
-    p.add_argument("--task", choices=["image", "audio"], help="only this task's presets")
+    p.add_argument("--task", choices=["image", "audio", "nerf"], help="only this task's presets")
 
     for kind in ("image", "audio"):
         p = sub.add_parser(
@@ -108,7 +108,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", required=True, help="output folder (one sub-folder per preset)")
     p.add_argument("--overwrite", action="store_true", help="replace runs already in DIR")
     _add_fit_options(p, None)
+    nerf = sub.add_parser("nerf", help="NeRF on scene folders (train, eval)",
+                          description="Radiance fields on Blender, instant-ngp/nerfstudio or LLFF scene folders.")
+    nsub = nerf.add_subparsers(dest="nerf_command", metavar="ACTION", required=True)
+    p = nsub.add_parser("train", help="train a radiance field on a scene",
+                        description="Train on the scene's train split, then render and score every test view: "
+                        "DIR/metrics.json (test_psnr, test_ssim, per view, steps, seconds, rays_per_second), "
+                        "DIR/renders/, curve.png, config.yaml, checkpoints/last.ckpt.")
+    p.add_argument("scene", metavar="SCENE", nargs="?", help="scene folder (default: the bundled scenes/tabletop)")
+    p.add_argument("--preset", default="ngp", help="ngp (default), nerf, or a YAML file")
+    p.add_argument("--steps", type=_positive_int, help="optimizer steps (default: the preset's; with only --time-budget, unbounded)")
+    p.add_argument("--time-budget", type=_positive_float, metavar="SECONDS", help="stop after this many training seconds")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: runs/nerf-<preset>-<time>)")
+    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    p.add_argument("--downscale", type=_positive_int, default=1, help="divide image sizes by this factor")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets", help="override a preset entry")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p = nsub.add_parser("eval", help="score a trained run on its test split",
+                        description="Render every test view of a nerf train run; per-view and mean PSNR/SSIM to DIR/eval.json.")
+    p.add_argument("run", metavar="DIR")
     return parser
+
+
+def cmd_nerf(args: argparse.Namespace) -> int:
+    if args.nerf_command == "train":
+        from .tasks.nerf_fit import NerfOptions, run_nerf
+
+        opts = NerfOptions(scene=args.scene, preset=args.preset, out=args.out, steps=args.steps, time_budget=args.time_budget,
+                           seed=args.seed, downscale=args.downscale, overrides=_parse_sets(args.sets),
+                           progress=not args.no_progress, overwrite=args.overwrite)
+        r = run_nerf(opts, resume=Path(args.resume) if args.resume else None)
+        print(f"{r['preset']}: test PSNR {r['test_psnr']:.2f} dB, SSIM {r['test_ssim']:.4f} after {r['steps']} steps in "
+              f"{r['seconds']:.1f} s ({r['rays_per_second']:,.0f} rays/s), {r['params']:,} parameters")
+        print(f"outputs in {r['out']}")
+        return 0
+    from .tasks.nerf_fit import eval_run
+
+    r = eval_run(Path(args.run))
+    for v in r["per_view"]:
+        print(f"{v['view']}: PSNR {v['psnr']:.2f} dB, SSIM {v['ssim']:.4f}")
+    print(f"mean: PSNR {r['test_psnr']:.2f} dB, SSIM {r['test_ssim']:.4f} (written to {Path(args.run) / 'eval.json'})")
+    return 0
 
 
 def _fit_options(args: argparse.Namespace, kind: str, signal: Optional[str], preset: Optional[str], out: Optional[str]):
@@ -123,12 +165,12 @@ def _fit_options(args: argparse.Namespace, kind: str, signal: Optional[str], pre
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    from .presets import TASKS, available_presets, load_preset
+    from .presets import ALL_TASKS, available_presets, describe_preset
 
-    for task in [args.task] if args.task else TASKS:
+    for task in [args.task] if args.task else ALL_TASKS:
         print(f"{task}:")
         for name in available_presets(task):
-            print(f"  {name:18s} {load_preset(name, task).description}")
+            print(f"  {name:18s} {describe_preset(name, task)}")
     return 0
 
 
@@ -178,6 +220,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return cmd_render_image(args)
         if args.command == "compare":
             return cmd_compare(args)
+        if args.command == "nerf":
+            return cmd_nerf(args)
     except InputError as exc:
         print(f"inr: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -11,8 +11,10 @@ import yaml
 from ._resources import data_dir
 from .errors import InputError
 from .fields import FieldConfig
+from .render.radiance import RadianceFieldConfig
 
 TASKS = ("image", "audio")
+ALL_TASKS = ("image", "audio", "nerf")
 
 
 @dataclass
@@ -99,7 +101,7 @@ def _preset_dir(task: str) -> Path:
 def available_presets(task: Optional[str] = None) -> List[str]:
     """'task/name' for every bundled preset (or bare names of one task's presets)."""
     out = []
-    for t in TASKS if task is None else (task,):
+    for t in ALL_TASKS if task is None else (task,):
         for p in sorted(_preset_dir(t).glob("*.yaml")):
             out.append(p.stem if task else f"{t}/{p.stem}")
     return out
@@ -126,9 +128,9 @@ def set_option(data: Dict[str, Any], dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
-def load_preset(name_or_path: str, task: str, overrides: Optional[Dict[str, Any]] = None) -> Preset:
-    """A bundled preset by name (for `task`) or a YAML file path; `overrides` maps dotted keys
-    (e.g. 'train.lr') to values applied before validation."""
+def read_preset_data(name_or_path: str, task: str, overrides: Optional[Dict[str, Any]] = None) -> Tuple[str, Path, Dict[str, Any]]:
+    """(name, file, data) of a bundled preset of `task` or of a YAML file, with `overrides`
+    (dotted keys such as 'train.lr') applied."""
     path = Path(name_or_path)
     if name_or_path.endswith((".yaml", ".yml")) or path.exists():
         if not path.is_file():
@@ -143,6 +145,12 @@ def load_preset(name_or_path: str, task: str, overrides: Optional[Dict[str, Any]
     data = _read_yaml(path)
     for key, value in (overrides or {}).items():
         set_option(data, key, value)
+    return label, path, data
+
+
+def load_preset(name_or_path: str, task: str, overrides: Optional[Dict[str, Any]] = None) -> Preset:
+    """A signal-fitting preset (image or audio) by name or YAML path, validated."""
+    label, path, data = read_preset_data(name_or_path, task, overrides)
     try:
         preset = Preset.from_dict(label, data)
     except (TypeError, ValueError) as exc:
@@ -150,3 +158,85 @@ def load_preset(name_or_path: str, task: str, overrides: Optional[Dict[str, Any]
     if preset.task != task:
         raise InputError(path, f"is a {preset.task} preset, not an {task} one")
     return preset
+
+
+@dataclass
+class NerfTrainConfig:
+    """How a radiance field is trained on a scene."""
+
+    steps: int = 20000
+    lr: float = 1e-2
+    betas: Tuple[float, float] = (0.9, 0.99)
+    eps: float = 1e-15
+    lr_final_factor: float = 0.03
+    rays_per_batch: int = 2048
+    precision: str = "32"
+    compile: bool = False
+    render_step_size: float = 0.005
+    """Marching step in world units (nerfacc: box diagonal / 1000 or so)."""
+    grid_resolution: int = 64
+    grid_update_every: int = 16
+    grid_warmup_steps: int = 256
+    grid_threshold: float = 0.01
+    early_stop_eps: float = 1e-4
+    alpha_thre: float = 0.0
+    train_background: str = "random"
+    """'random' (a random colour per ray, so transparent pixels teach empty space), or 'white'/'black'."""
+    eval_background: str = "white"
+    eval_every: int = 500
+    eval_views: int = 2
+    """Test views rendered for the PSNR curve (the final evaluation uses all of them)."""
+    checkpoint_every: int = 500
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "NerfTrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown train keys {sorted(unknown)}; expected {sorted(known)}")
+        cfg = cls(**data)
+        cfg.betas = tuple(float(b) for b in cfg.betas)  # type: ignore[assignment]
+        for name in ("lr", "eps", "lr_final_factor", "render_step_size", "grid_threshold", "early_stop_eps", "alpha_thre"):
+            setattr(cfg, name, float(getattr(cfg, name)))
+        if cfg.precision not in ("32", "bf16"):
+            raise ValueError(f"precision must be '32' or 'bf16', got {cfg.precision!r}")
+        for bg in (cfg.train_background, cfg.eval_background):
+            if bg not in ("random", "white", "black"):
+                raise ValueError(f"background must be random, white or black, got {bg!r}")
+        return cfg
+
+
+@dataclass
+class NerfPreset:
+    name: str
+    description: str
+    field: RadianceFieldConfig
+    train: NerfTrainConfig
+
+    @classmethod
+    def from_dict(cls, name: str, data: Dict[str, Any]) -> "NerfPreset":
+        unknown = set(data) - {"task", "description", "field", "train"}
+        if unknown:
+            raise ValueError(f"unknown preset keys {sorted(unknown)}")
+        if data.get("task") != "nerf":
+            raise ValueError(f"task must be 'nerf', got {data.get('task')!r}")
+        return cls(name, str(data.get("description", "")), RadianceFieldConfig.from_dict(dict(data.get("field") or {})),
+                   NerfTrainConfig.from_dict(dict(data.get("train") or {})))
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["task"] = "nerf"
+        d["train"]["betas"] = list(self.train.betas)
+        return d
+
+
+def load_nerf_preset(name_or_path: str, overrides: Optional[Dict[str, Any]] = None) -> NerfPreset:
+    label, path, data = read_preset_data(name_or_path, "nerf", overrides)
+    try:
+        return NerfPreset.from_dict(label, data)
+    except (TypeError, ValueError) as exc:
+        raise InputError(path, f"invalid preset: {exc}") from None
+
+
+def describe_preset(name: str, task: str) -> str:
+    return (load_nerf_preset(name) if task == "nerf" else load_preset(name, task)).description

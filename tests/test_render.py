@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from inr.render import accumulate, pinhole_rays, render_weights
@@ -134,3 +135,29 @@ def test_occupancy_update_decays_and_keeps_max():
     grid.update(2, lambda p: (p[:, 0] > 0).float() * 0.2)
     # x > 0 cells: max(0.25, 0.2) = 0.25; others 0.25; threshold min(0.3, mean 0.25) -> none above
     assert torch.allclose(grid.occs, torch.full((8,), 0.25)) and not grid.binaries.any()
+
+
+def test_trunc_exp_gradcheck_and_clamped_gradient():
+    from inr.render.radiance import trunc_exp
+
+    x = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(trunc_exp, (x,))  # below 15 it is exactly exp
+    big = torch.tensor([20.0], dtype=torch.float64, requires_grad=True)
+    trunc_exp(big).backward()
+    assert big.grad.item() == pytest.approx(math.exp(15.0))
+
+
+def test_radiance_field_shapes_box_and_direction_dependence():
+    from inr.render.radiance import RadianceField, RadianceFieldConfig
+
+    cfg = RadianceFieldConfig(encoding_options={"n_levels": 4, "log2_table": 10, "max_resolution": 64})
+    f = RadianceField(cfg, [-2, -2, -2, 2, 2, 2])
+    pts = torch.tensor([[0.0, 0.0, 0.0], [1.9, -1.9, 0.5], [2.5, 0.0, 0.0]])
+    dirs = torch.nn.functional.normalize(torch.randn(3, 3), dim=-1)
+    sigma, rgb = f(pts, dirs)
+    assert sigma.shape == (3,) and rgb.shape == (3, 3)
+    assert sigma[2] == 0 and (sigma[:2] > 0).all()  # outside the box: empty
+    assert ((rgb > 0) & (rgb < 1)).all()
+    _, rgb2 = f(pts, -dirs)
+    assert not torch.allclose(rgb, rgb2)  # colour depends on the view direction
+    assert torch.equal(f.density(pts), sigma)

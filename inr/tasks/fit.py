@@ -112,30 +112,42 @@ def prepare(opts: FitOptions, preset_data: Optional[Dict[str, Any]] = None) -> R
     return Run(opts, preset, signal, _run_dir(opts, preset))
 
 
-def _trainer(run: Run, callbacks: Sequence[Any]):
+def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, checkpoint_every: int, progress: bool,
+                 callbacks: Sequence[Any]):
+    """The Lightning Trainer of every fit: step-bounded endless epoch, safe checkpoints in
+    out/checkpoints, CSV logs in out/logs/version_N, a step progress bar."""
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
 
     from .callbacks import SafeCheckpoint, StepBar
 
-    cfg = run.preset.train
-    ckpt = SafeCheckpoint(dirpath=run.out / "checkpoints", filename="step{step}", every_n_train_steps=cfg.checkpoint_every,
+    ckpt = SafeCheckpoint(dirpath=out / "checkpoints", filename="step{step}", every_n_train_steps=checkpoint_every,
                           save_top_k=0, save_last=True, save_on_train_epoch_end=False)
-    bar = [StepBar(refresh_rate=max(1, min(cfg.eval_every, 20)))] if run.opts.progress else []
+    bar = [StepBar(refresh_rate=max(1, min(log_every, 20)))] if progress else []
     return L.Trainer(
         accelerator="auto",
         devices=1,
-        max_steps=run.max_steps,
+        max_steps=max_steps,
         max_epochs=-1,
-        precision="bf16-mixed" if cfg.precision == "bf16" else "32-true",
-        logger=CSVLogger(run.out, name="logs"),  # version_N: a resumed run keeps the earlier logs
-        log_every_n_steps=cfg.eval_every,
+        precision="bf16-mixed" if precision == "bf16" else "32-true",
+        logger=CSVLogger(out, name="logs"),  # version_N: a resumed run keeps the earlier logs
+        log_every_n_steps=log_every,
         callbacks=[*callbacks, *bar, ckpt],
-        enable_progress_bar=run.opts.progress,
+        enable_progress_bar=progress,
         enable_model_summary=False,
         num_sanity_val_steps=0,
         limit_val_batches=0,
     )
+
+
+def _trainer(run: Run, callbacks: Sequence[Any]):
+    cfg = run.preset.train
+    return make_trainer(run.out, run.max_steps, cfg.precision, cfg.eval_every, cfg.checkpoint_every, run.opts.progress, callbacks)
+
+
+def save_checkpoint_atomically(trainer, path: Path) -> None:
+    trainer.save_checkpoint(f"{path}.tmp", weights_only=False)
+    os.replace(f"{path}.tmp", path)
 
 
 def run_fit(opts: FitOptions, resume: Optional[Path] = None, callbacks: Sequence[Any] = ()) -> Dict[str, Any]:
@@ -174,8 +186,7 @@ def run_fit(opts: FitOptions, resume: Optional[Path] = None, callbacks: Sequence
                                f"(resume with --resume {run.out} after lowering train.lr)") from None
     if trainer.interrupted:
         raise KeyboardInterrupt(f"interrupted; resume with --resume {run.out}")
-    trainer.save_checkpoint(f"{run.ckpt}.tmp", weights_only=False)
-    os.replace(f"{run.ckpt}.tmp", run.ckpt)
+    save_checkpoint_atomically(trainer, run.ckpt)
     return write_outputs(run, module, monitor.history, monitor.seconds(), trainer.global_step)
 
 

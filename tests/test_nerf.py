@@ -1,0 +1,69 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from inr.cli import main
+from inr.presets import available_presets
+
+from .test_scenes import blender_scene
+
+FAST = ["--set", "train.grid_resolution=16", "--set", "train.render_step_size=0.1", "--set", "train.rays_per_batch=64",
+        "--set", "train.eval_every=1", "--set", "train.grid_warmup_steps=1", "--set", "train.compile=false"]
+
+
+@pytest.mark.parametrize("preset", available_presets("nerf"))
+def test_every_nerf_preset_trains_two_steps_and_evaluates(tmp_path, preset, capsys):
+    scene = blender_scene(tmp_path / "s", n_train=3)
+    out = tmp_path / "run"
+    assert main(["nerf", "train", str(scene), "--preset", preset, "--steps", "2", "--out", str(out), "--no-progress", *FAST]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    for key in ("test_psnr", "test_ssim", "steps", "seconds", "rays_per_second", "params", "per_view"):
+        assert key in m
+    assert m["steps"] == 2 and m["rays_per_second"] > 0 and np.isfinite(m["test_psnr"])
+    assert (out / "renders" / "test_000.png").is_file() and (out / "checkpoints" / "last.ckpt").is_file()
+    assert main(["nerf", "eval", str(out)]) == 0
+    e = json.loads((out / "eval.json").read_text())
+    assert e["test_psnr"] == pytest.approx(m["test_psnr"], abs=1e-3)  # same weights, same renders
+    assert "mean: PSNR" in capsys.readouterr().out
+
+
+def test_nerf_learns_a_flat_colour_scene(tmp_path):
+    # every view shows the same opaque grey: a few dozen steps must fit it (loss falls >= 10x)
+    scene = blender_scene(tmp_path / "g", n_train=3)
+    for p in (scene / "train").glob("*.png"):
+        import imageio.v3 as iio
+
+        iio.imwrite(p, np.full((8, 8, 4), [128, 128, 128, 255], np.uint8))
+    for p in (scene / "test").glob("*.png"):
+        iio.imwrite(p, np.full((8, 8, 4), [128, 128, 128, 255], np.uint8))
+    out = tmp_path / "run"
+    assert main(["nerf", "train", str(scene), "--steps", "60", "--out", str(out), "--no-progress", *FAST]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["test_psnr"] > m["curve"][0][2] + 10
+
+
+def test_nerf_bad_scene_exit_2(tmp_path, capsys):
+    assert main(["nerf", "train", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+    assert "no such scene folder" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    assert main(["nerf", "eval", str(tmp_path)]) == 2
+
+
+def test_nerf_module_checkpoint_round_trip(tmp_path):
+    from dataclasses import asdict
+
+    from inr.presets import load_nerf_preset
+    from inr.tasks.nerf import NerfModule
+
+    p = load_nerf_preset("ngp", {"train.grid_resolution": 8})
+    m = NerfModule(p.field.to_dict(), asdict(p.train), [-1, -1, -1, 1, 1, 1])
+    m.grid.binaries[::3] = False
+    torch.save({"hyper_parameters": dict(m.hparams), "state_dict": m.state_dict()}, tmp_path / "c.ckpt")
+    ck = torch.load(tmp_path / "c.ckpt", weights_only=True)
+    m2 = NerfModule(**ck["hyper_parameters"])
+    m2.load_state_dict(ck["state_dict"])
+    assert torch.equal(m2.grid.binaries, m.grid.binaries)
+    pts = torch.rand(5, 3) * 2 - 1
+    assert torch.equal(m2.field.density(pts), m.field.density(pts))
