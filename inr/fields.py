@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
 import torch
 from torch import nn
 
+from ._config import from_dict_strict
 from .encodings import ENCODINGS, Encoding
 from .networks import NETWORKS, Network
 
@@ -55,11 +56,7 @@ class FieldConfig:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "FieldConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown field keys {sorted(unknown)}; expected {sorted(known)}")
-        cfg = cls(**data)
+        cfg = from_dict_strict(cls, data, "field")
         ENCODINGS.get(cfg.encoding)
         NETWORKS.get(cfg.network)
         return cfg

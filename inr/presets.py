@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
+from ._config import from_dict_strict
 from ._resources import data_dir
 from .errors import InputError
 from .fields import FieldConfig
@@ -15,6 +16,11 @@ from .render.radiance import RadianceFieldConfig
 
 TASKS = ("image", "audio")
 ALL_TASKS = ("image", "audio", "nerf")
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in ("32", "bf16"):
+        raise ValueError(f"precision must be '32' or 'bf16', got {precision!r}")
 
 
 @dataclass
@@ -47,17 +53,10 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown train keys {sorted(unknown)}; expected {sorted(known)}")
-        cfg = cls(**data)
+        cfg = from_dict_strict(cls, data, "train", floats=("lr", "eps", "lr_final_factor"))
         cfg.betas = tuple(float(b) for b in cfg.betas)  # type: ignore[assignment]
         cfg.value_range = tuple(float(v) for v in cfg.value_range)  # type: ignore[assignment]
-        for name in ("lr", "eps", "lr_final_factor"):
-            setattr(cfg, name, float(getattr(cfg, name)))
-        if cfg.precision not in ("32", "bf16"):
-            raise ValueError(f"precision must be '32' or 'bf16', got {cfg.precision!r}")
+        _check_precision(cfg.precision)
         if cfg.steps < 1 or cfg.eval_every < 1 or cfg.checkpoint_every < 1:
             raise ValueError("steps, eval_every and checkpoint_every must be >= 1")
         return cfg
@@ -190,16 +189,10 @@ class NerfTrainConfig:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "NerfTrainConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown train keys {sorted(unknown)}; expected {sorted(known)}")
-        cfg = cls(**data)
+        floats = ("lr", "eps", "lr_final_factor", "render_step_size", "grid_threshold", "early_stop_eps", "alpha_thre")
+        cfg = from_dict_strict(cls, data, "train", floats=floats)
         cfg.betas = tuple(float(b) for b in cfg.betas)  # type: ignore[assignment]
-        for name in ("lr", "eps", "lr_final_factor", "render_step_size", "grid_threshold", "early_stop_eps", "alpha_thre"):
-            setattr(cfg, name, float(getattr(cfg, name)))
-        if cfg.precision not in ("32", "bf16"):
-            raise ValueError(f"precision must be '32' or 'bf16', got {cfg.precision!r}")
+        _check_precision(cfg.precision)
         for bg in (cfg.train_background, cfg.eval_background):
             if bg not in ("random", "white", "black"):
                 raise ValueError(f"background must be random, white or black, got {bg!r}")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Tuple
 
 import torch
 from torch import nn
 
+from .._config import from_dict_strict
 from ..fields import build_encoding, build_network
 
 
@@ -49,11 +50,7 @@ class RadianceFieldConfig:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "RadianceFieldConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown radiance field keys {sorted(unknown)}; expected {sorted(known)}")
-        return cls(**data)
+        return from_dict_strict(cls, data, "radiance field")
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

@@ -145,6 +145,20 @@ def _trainer(run: Run, callbacks: Sequence[Any]):
     return make_trainer(run.out, run.max_steps, cfg.precision, cfg.eval_every, cfg.checkpoint_every, run.opts.progress, callbacks)
 
 
+def load_checkpoint_module(ckpt_path: Path, cls):
+    """A LightningModule rebuilt from its saved hyperparameters and weights, read with
+    torch.load(weights_only=True); unreadable files raise InputError naming the file."""
+    import torch
+
+    try:
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        module = cls(**ckpt["hyper_parameters"])
+        module.load_state_dict(ckpt["state_dict"])
+    except Exception as exc:  # a truncated or foreign file fails in many ways
+        raise InputError(ckpt_path, f"cannot be loaded as a checkpoint ({type(exc).__name__}: {exc})") from None
+    return module.eval()
+
+
 def save_checkpoint_atomically(trainer, path: Path) -> None:
     trainer.save_checkpoint(f"{path}.tmp", weights_only=False)
     os.replace(f"{path}.tmp", path)

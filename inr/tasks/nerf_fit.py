@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-import torch
 import yaml
 
 from .. import metrics
@@ -17,7 +16,7 @@ from ..data.scenes import Scene, load_scene
 from ..errors import InputError
 from ..networks import count_parameters
 from ..presets import NerfPreset, load_nerf_preset
-from .fit import UNBOUNDED_STEPS, _quiet_lightning, make_trainer, save_checkpoint_atomically
+from .fit import UNBOUNDED_STEPS, _quiet_lightning, load_checkpoint_module, make_trainer, save_checkpoint_atomically
 from .nerf import BACKGROUNDS, NerfModule, SceneData, eval_target, render_split_view
 from .outputs import plot_curve, write_image, write_json
 from .signal_fit import TrainingDiverged
@@ -144,15 +143,10 @@ def load_nerf_run(run_dir: Path):
     config = yaml.safe_load(cfg_path.read_text())
     if config.get("preset", {}).get("task") != "nerf":
         raise InputError(run_dir, "is not a NeRF run folder")
-    try:
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        module = NerfModule(**ckpt["hyper_parameters"])
-        module.load_state_dict(ckpt["state_dict"])
-    except Exception as exc:  # a truncated or foreign checkpoint fails in many ways
-        raise InputError(ckpt_path, f"cannot be loaded as a checkpoint ({type(exc).__name__}: {exc})") from None
+    module = load_checkpoint_module(ckpt_path, NerfModule)
     opts = config["options"]
     scene = load_scene(opts.get("scene") or default_scene(), int(opts.get("downscale", 1)))
-    return module.eval(), scene, config
+    return module, scene, config
 
 
 def eval_run(run_dir: Path) -> Dict[str, Any]:

@@ -10,7 +10,7 @@ import yaml
 
 from ..data.signal import grid_coords
 from ..errors import InputError
-from .fit import NATIVE_RANGE
+from .fit import NATIVE_RANGE, load_checkpoint_module
 from .outputs import write_image
 from .signal_fit import SignalFitModule
 
@@ -23,13 +23,7 @@ def load_run(run_dir: Path) -> Tuple[SignalFitModule, dict]:
     if not cfg_path.is_file() or not ckpt_path.is_file():
         raise InputError(run_dir, "is not a finished run folder (needs config.yaml and checkpoints/last.ckpt)")
     config = yaml.safe_load(cfg_path.read_text())
-    try:
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        module = SignalFitModule(**ckpt["hyper_parameters"])
-        module.load_state_dict(ckpt["state_dict"])
-    except Exception as exc:  # a truncated or foreign file fails in many ways
-        raise InputError(ckpt_path, f"cannot be loaded as a checkpoint ({type(exc).__name__}: {exc})") from None
-    return module.eval(), config
+    return load_checkpoint_module(ckpt_path, SignalFitModule), config
 
 
 def render_image(run_dir: Path, scale: float, out: Path, level: Optional[int] = None, chunk: int = 1 << 16) -> Tuple[int, int]:
