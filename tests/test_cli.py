@@ -204,3 +204,22 @@ def test_bf16_precision_option(tmp_path):
     m = json.loads((out / "metrics.json").read_text())
     assert m["precision"] == "bf16"
     assert m["psnr"] > m["curve"][0][2] + 10  # it trains: the loss falls >= 10x
+
+
+def test_sigterm_stops_with_a_checkpoint_and_resume_hint(tmp_path):
+    img = smooth_image(tmp_path / "t.png", 16)
+    out = tmp_path / "term"
+    cmd = INR + ["fit-image", str(img), "--preset", "relu", "--steps", "100000", "--out", str(out), "--no-progress",
+                 "--set", "train.checkpoint_every=1000000", "--set", "train.compile=false"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / "logs").exists():
+        time.sleep(0.2)
+    time.sleep(3.0)  # training is under way
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert f"resume with --resume {out}" in err and "Traceback" not in err
+    ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
+    assert ckpt["global_step"] > 0  # written at the stop, not by the (never reached) schedule
+    assert not (out / "metrics.json").exists()

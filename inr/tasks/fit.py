@@ -159,6 +159,24 @@ def load_checkpoint_module(ckpt_path: Path, cls):
     return module.eval()
 
 
+def fit_or_stop(trainer, module, data, ckpt: Path, out: Path, resume: bool) -> None:
+    """trainer.fit, but a run stopped by Ctrl-C or SIGTERM (`kill PID`; Lightning turns it into
+    a SystemExit with status 0) keeps a checkpoint of where it stopped, when its parameters are
+    finite, and raises KeyboardInterrupt saying how to resume, instead of writing results."""
+    import torch
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    try:
+        trainer.fit(module, datamodule=data, ckpt_path=str(ckpt) if resume else None, weights_only=True)
+        stopped = trainer.interrupted
+    except SIGTERMException:
+        stopped = True
+    if stopped:
+        if all(bool(torch.isfinite(p).all()) for p in module.parameters()):
+            save_checkpoint_atomically(trainer, ckpt)
+        raise KeyboardInterrupt(f"stopped at step {trainer.global_step}; resume with --resume {out}")
+
+
 def save_checkpoint_atomically(trainer, path: Path) -> None:
     trainer.save_checkpoint(f"{path}.tmp", weights_only=False)
     os.replace(f"{path}.tmp", path)
@@ -194,12 +212,10 @@ def run_fit(opts: FitOptions, resume: Optional[Path] = None, callbacks: Sequence
     monitor = RunMonitor(run.test_psnr, cfg.eval_every, opts.time_budget)
     trainer = _trainer(run, [monitor, *callbacks])
     try:
-        trainer.fit(module, datamodule=data, ckpt_path=str(run.ckpt) if resume else None, weights_only=True)
+        fit_or_stop(trainer, module, data, run.ckpt, run.out, resume is not None)
     except TrainingDiverged as exc:
         raise TrainingDiverged(f"{exc}; training stopped. The last good checkpoint is {run.ckpt} "
                                f"(resume with --resume {run.out} after lowering train.lr)") from None
-    if trainer.interrupted:
-        raise KeyboardInterrupt(f"interrupted; resume with --resume {run.out}")
     save_checkpoint_atomically(trainer, run.ckpt)
     return write_outputs(run, module, monitor.history, monitor.seconds(), trainer.global_step)
 

@@ -16,7 +16,8 @@ from ..data.scenes import Scene, load_scene
 from ..errors import InputError
 from ..networks import count_parameters
 from ..presets import NerfPreset, load_nerf_preset
-from .fit import UNBOUNDED_STEPS, _quiet_lightning, load_checkpoint_module, make_trainer, save_checkpoint_atomically
+from .fit import (UNBOUNDED_STEPS, _quiet_lightning, fit_or_stop, load_checkpoint_module, make_trainer,
+                  save_checkpoint_atomically)
 from .nerf import BACKGROUNDS, NerfModule, SceneData, eval_target, render_split_view
 from .outputs import plot_curve, write_image, write_json
 from .signal_fit import TrainingDiverged
@@ -91,11 +92,9 @@ def run_nerf(opts: NerfOptions, resume: Optional[Path] = None, callbacks: Sequen
     trainer = make_trainer(out, max_steps, cfg.precision, 50, cfg.checkpoint_every, opts.progress, [monitor, *callbacks])
     data = SceneData(scene.splits["train"], cfg.rays_per_batch, seed=opts.seed)
     try:
-        trainer.fit(module, datamodule=data, ckpt_path=str(ckpt) if resume else None, weights_only=True)
+        fit_or_stop(trainer, module, data, ckpt, out, resume is not None)
     except TrainingDiverged as exc:
         raise TrainingDiverged(f"{exc}; training stopped. The last good checkpoint is {ckpt}") from None
-    if trainer.interrupted:
-        raise KeyboardInterrupt(f"interrupted; resume with --resume {out}")
     save_checkpoint_atomically(trainer, ckpt)
     seconds = monitor.seconds()
     result = _write_eval(out, module, scene, bg)
