@@ -161,3 +161,15 @@ def test_radiance_field_shapes_box_and_direction_dependence():
     _, rgb2 = f(pts, -dirs)
     assert not torch.allclose(rgb, rgb2)  # colour depends on the view direction
     assert torch.equal(f.density(pts), sigma)
+
+
+def test_pinhole_rays_per_pixel_cameras_match_one_camera_at_a_time():
+    c2w = torch.eye(4).repeat(2, 1, 1)
+    c2w[1, :3, 3] = torch.tensor([1.0, 2.0, 3.0])
+    pixels = torch.tensor([[1, 2], [3, 0]])
+    fx, fy = torch.tensor([2.0, 5.0]), torch.tensor([3.0, 4.0])
+    cx, cy = torch.tensor([2.0, 1.0]), torch.tensor([2.5, 0.5])
+    both = pinhole_rays(c2w, fx, fy, cx, cy, pixels)
+    for k in range(2):
+        one = pinhole_rays(c2w[k], float(fx[k]), float(fy[k]), float(cx[k]), float(cy[k]), pixels[k : k + 1])
+        assert torch.allclose(both.directions[k], one.directions[0]) and torch.allclose(both.origins[k], one.origins[0])

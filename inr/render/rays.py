@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Union
 
 import torch
 
@@ -21,7 +22,10 @@ class Rays:
         return Rays(self.origins[index], self.directions[index])
 
 
-def pinhole_rays(c2w: torch.Tensor, fx: float, fy: float, cx: float, cy: float, pixels: torch.Tensor) -> Rays:
+Intrinsic = Union[float, torch.Tensor]
+
+
+def pinhole_rays(c2w: torch.Tensor, fx: Intrinsic, fy: Intrinsic, cx: Intrinsic, cy: Intrinsic, pixels: torch.Tensor) -> Rays:
     """Rays through pixel centres of a pinhole camera.
 
     Camera space is OpenGL's: x right, y up, the camera looks along -z. Pixel (row i, column j)
@@ -30,7 +34,7 @@ def pinhole_rays(c2w: torch.Tensor, fx: float, fy: float, cx: float, cy: float, 
 
     Args:
         c2w: (3, 4) or (4, 4) camera-to-world matrix [R | t], or (N, 3|4, 4) one per pixel.
-        fx, fy, cx, cy: intrinsics in pixels.
+        fx, fy, cx, cy: intrinsics in pixels, scalars or (N,) tensors (one camera per pixel).
         pixels: (N, 2) integer (row, column) indices.
     Returns:
         Rays with origins t and unit directions R d_cam.

@@ -42,16 +42,14 @@ class _RayBatches(IterableDataset):
             img = torch.randint(0, n_img, (self.n,), generator=gen)
             ii = torch.randint(0, h, (self.n,), generator=gen)
             jj = torch.randint(0, w, (self.n,), generator=gen)
-            intr = s.intrinsics[img]
-            d_cam = torch.stack([(jj + 0.5 - intr[:, 2]) / intr[:, 0], -(ii + 0.5 - intr[:, 3]) / intr[:, 1], -torch.ones(self.n)], -1)
-            c2w = s.c2w[img]
-            dirs = torch.nn.functional.normalize(torch.einsum("nij,nj->ni", c2w[:, :3, :3], d_cam), dim=-1)
+            fx, fy, cx, cy = s.intrinsics[img].unbind(-1)
+            rays = pinhole_rays(s.c2w[img], fx, fy, cx, cy, torch.stack([ii, jj], -1))
             rgba = s.images[img, ii, jj]
             if c == 3:
                 rgba = torch.cat([rgba, torch.ones(self.n, 1)], -1)
             elif c == 1:
                 rgba = torch.cat([rgba.expand(-1, 3), torch.ones(self.n, 1)], -1)
-            yield c2w[:, :3, 3].contiguous(), dirs, rgba[:, :4]
+            yield rays.origins, rays.directions, rgba[:, :4]
 
 
 class SceneData(L.LightningDataModule):

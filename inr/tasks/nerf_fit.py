@@ -82,7 +82,7 @@ def run_nerf(opts: NerfOptions, resume: Optional[Path] = None, callbacks: Sequen
     L.seed_everything(opts.seed, verbose=False)
     cfg = preset.train
     module = NerfModule(preset.field.to_dict(), asdict(cfg), scene.aabb.tolist(), near=scene.near)
-    bg = BACKGROUNDS[cfg.eval_background] if cfg.eval_background in BACKGROUNDS else 1.0
+    bg = BACKGROUNDS.get(cfg.eval_background, 1.0)
 
     def curve_psnr(m: NerfModule) -> float:
         return float(sum(r["psnr"] for r in _evaluate(m, scene, cfg.eval_views, bg)) / max(1, min(cfg.eval_views, len(scene.splits["test"]))))
