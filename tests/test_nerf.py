@@ -67,3 +67,53 @@ def test_nerf_module_checkpoint_round_trip(tmp_path):
     assert torch.equal(m2.grid.binaries, m.grid.binaries)
     pts = torch.rand(5, 3) * 2 - 1
     assert torch.equal(m2.field.density(pts), m.field.density(pts))
+
+
+def _module(**train):
+    from dataclasses import asdict
+
+    from inr.presets import load_nerf_preset
+    from inr.tasks.nerf import NerfModule
+
+    p = load_nerf_preset("ngp", {"field.encoding_options.log2_table": 12, "train.grid_resolution": 8,
+                                 **{f"train.{k}": v for k, v in train.items()}})
+    return NerfModule(p.field.to_dict(), asdict(p.train), [-1, -1, -1, 1, 1, 1])
+
+
+@pytest.mark.filterwarnings("ignore:You are trying to `self.log")
+def test_ray_count_follows_the_sample_budget():
+    # nerfacc's dynamic batch: after a step with S samples on n rays, the next step takes
+    # n * target / S rays, clamped to [64, rays_per_batch]
+    torch.manual_seed(0)
+    m = _module(target_samples=1000, rays_per_batch=512, compile=False)
+    assert m.n_rays == 512
+    o = torch.tensor([[0.0, 0.0, -3.0]]).repeat(512, 1)
+    d = torch.nn.functional.normalize(torch.randn(512, 3) * 0.05 + torch.tensor([0.0, 0.0, 1.0]), dim=-1)
+    rgba = torch.rand(512, 4)
+    m.training_step((o, d, rgba), 0)
+    from inr.render.occupancy import march
+    from inr.render.rays import Rays
+
+    n_samples = len(march(Rays(o, d), m.grid, m.step_size)[0])  # the grid is all occupied before any update
+    assert n_samples > 1000
+    assert m.n_rays == max(64, int(512 * 1000 / n_samples))
+    m.training_step((o, d, rgba), 1)  # takes only the first n_rays rays of the batch
+    assert m.rays_seen == 512 + max(64, int(512 * 1000 / n_samples))
+
+
+def test_compiled_inference_matches_eager():
+    # the compiled callables run in grad mode for speed (see NerfModule._infer); values must
+    # equal the eager no-grad field's, with no graph kept
+    torch.manual_seed(0)
+    m = _module(compile=True)
+    m.configure_model()
+    pts = torch.rand(3000, 3) * 2 - 1
+    dirs = torch.nn.functional.normalize(torch.randn(3000, 3), dim=-1)
+    with torch.no_grad():
+        ref_sigma, ref_rgb = m.field(pts, dirs)
+        sigma, rgb = m._infer("field", pts, dirs, chunk=1024)
+        dens = m.density(pts)
+    assert not sigma.requires_grad and not dens.requires_grad
+    torch.testing.assert_close(sigma, ref_sigma, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(rgb, ref_rgb, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(dens, ref_sigma, rtol=1e-4, atol=1e-6)

@@ -69,9 +69,10 @@ class OccupancyGrid(nn.Module):
         return self.binaries[idx] & inside
 
     @torch.no_grad()
-    def update(self, step: int, occupancy_fn: Callable[[torch.Tensor], torch.Tensor], generator: Optional[torch.Generator] = None) -> None:
+    def update(self, step: int, occupancy_fn: Callable[[torch.Tensor], torch.Tensor], generator: Optional[torch.Generator] = None,
+               chunk: int = 1 << 16) -> None:
         """Refresh the grid: occupancy_fn maps (M, 3) world points to (M,) opacities
-        (density x step size, as nerfacc's occ_eval_fn)."""
+        (density x step size, as nerfacc's occ_eval_fn), called on at most `chunk` points at once."""
         n = self.occs.shape[0]
         if step < self.warmup_steps:
             idx = torch.arange(n, device=self.occs.device)
@@ -80,7 +81,7 @@ class OccupancyGrid(nn.Module):
             idx = torch.cat([rand, self.binaries.nonzero()[:, 0]]).unique()
         jitter = torch.rand(idx.shape[0], 3, device=self.occs.device, generator=generator)
         points = self.aabb[:3] + (self.cells[idx].float() + jitter) * self.cell_size
-        new = occupancy_fn(points).reshape(-1).float()
+        new = torch.cat([occupancy_fn(points[k : k + chunk]).reshape(-1).float() for k in range(0, len(points), chunk)])
         self.occs[idx] = torch.maximum(self.occs[idx] * self.ema_decay, new)
         thresh = min(self.threshold, float(self.occs.mean()))
         self.binaries.copy_(self.occs > thresh)

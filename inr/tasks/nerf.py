@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, Iterator, Tuple
 
 import lightning as L
@@ -15,15 +14,15 @@ from ..render.occupancy import OccupancyGrid, march
 from ..render.radiance import RadianceField, RadianceFieldConfig
 from ..render.rays import Rays, pinhole_rays
 from ..render.volume import accumulate, render_weights
-from .signal_fit import TrainingDiverged
+from .signal_fit import TrainingDiverged, adam_with_decay
 
 BACKGROUNDS = {"white": 1.0, "black": 0.0}
 
 
-def split_rays(split: SceneSplit, image: int) -> Rays:
-    """All rays of one view, row-major."""
+def split_rays(split: SceneSplit, image: int, stride: int = 1) -> Rays:
+    """The rays of one view's pixels (every stride-th row and column), row-major."""
     h, w = split.images.shape[1:3]
-    ii, jj = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    ii, jj = torch.meshgrid(torch.arange(0, h, stride), torch.arange(0, w, stride), indexing="ij")
     fx, fy, cx, cy = split.intrinsics[image].tolist()
     return pinhole_rays(split.c2w[image], fx, fy, cx, cy, torch.stack([ii, jj], -1).reshape(-1, 2))
 
@@ -70,9 +69,12 @@ class NerfModule(L.LightningModule):
         self.cfg = NerfTrainConfig.from_dict(dict(train))
         self.field = RadianceField(RadianceFieldConfig.from_dict(dict(field)), aabb)
         self.grid = OccupancyGrid(aabb, resolution=self.cfg.grid_resolution, threshold=self.cfg.grid_threshold,
-                                  warmup_steps=self.cfg.grid_warmup_steps)
+                                  ema_decay=self.cfg.grid_ema_decay, warmup_steps=self.cfg.grid_warmup_steps)
         self.near = float(near)
+        box = torch.as_tensor(aabb, dtype=torch.float32).reshape(6)
+        self.step_size = float(self.cfg.render_step_size or (box[3:] - box[:3]).norm() / 256)
         self.rays_seen = 0
+        self.n_rays = min(self.cfg.rays_per_batch, 1024)  # rays in the next step (follows target_samples)
         self._fast: Dict[str, Any] = {}  # compiled callables, kept out of the state dict
 
     def configure_model(self) -> None:
@@ -82,21 +84,50 @@ class NerfModule(L.LightningModule):
             self._fast["field"] = torch.compile(self.field, dynamic=True)
             self._fast["density"] = torch.compile(self.field.density, dynamic=True)
 
+    def _infer(self, name: str, *inputs: torch.Tensor, chunk: int = 1 << 16):
+        """`name` ('density' or 'field') of many inputs without gradient, in chunks.
+
+        Inductor fuses the hash-grid gather badly under no_grad (one CPU loop about 10x slower
+        than eager, torch 2.13); the graph it compiles for autograd splits the index maths from
+        the gather and runs ~6x faster than eager. So the compiled callables are run in grad
+        mode, chunk by chunk, and their graphs dropped.
+        """
+        fast = self._fast.get(name)
+        if fast is None:
+            with torch.no_grad():
+                fn = self.field.density if name == "density" else self.field
+                return fn(*inputs)
+        outs = []
+        with torch.enable_grad():
+            for k in range(0, max(len(inputs[0]), 1), chunk):
+                out = fast(*(x[k : k + chunk] for x in inputs))
+                outs.append(tuple(o.detach() for o in out) if isinstance(out, tuple) else out.detach())
+        if name == "density":
+            return torch.cat(outs)
+        return tuple(torch.cat(parts) for parts in zip(*outs))
+
+    def density(self, points: torch.Tensor) -> torch.Tensor:
+        """Densities (N,) without gradient, for the marcher's pre-pass and the grid refresh."""
+        return self._infer("density", points)
+
     # ---- rendering -------------------------------------------------------------------------
     def render(self, rays: Rays, background: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, int]:
-        """(rgb (N, 3), opacity (N, 1), number of samples) of rays over `background` (N, 3)."""
+        """(rgb (N, 3), opacity (N, 1), number of samples) of rays over `background` (N, 3);
+        differentiable in grad mode."""
         o, d = rays.origins, rays.directions
 
-        density = self._fast.get("density", self.field.density)
-        field = self._fast.get("field", self.field)
-
         def sigma_fn(t0, t1, ri):
-            return density(o[ri] + d[ri] * ((t0 + t1) * 0.5)[:, None])
+            return self.density(o[ri] + d[ri] * ((t0 + t1) * 0.5)[:, None])
 
-        ri, t0, t1 = march(rays, self.grid, self.cfg.render_step_size, near=self.near, sigma_fn=sigma_fn,
+        use_prepass = self.cfg.prepass or not torch.is_grad_enabled()
+        ri, t0, t1 = march(rays, self.grid, self.step_size, near=self.near, sigma_fn=sigma_fn if use_prepass else None,
                            early_stop_eps=self.cfg.early_stop_eps, alpha_thre=self.cfg.alpha_thre)
         mids = (t0 + t1) * 0.5
-        sigma, rgb = field(o[ri] + d[ri] * mids[:, None], d[ri])
+        points, dirs = o[ri] + d[ri] * mids[:, None], d[ri]
+        if torch.is_grad_enabled():
+            sigma, rgb = self._fast.get("field", self.field)(points, dirs)
+        else:
+            sigma, rgb = self._infer("field", points, dirs)
         w, _, _ = render_weights(t0, t1, sigma, ri)
         color = accumulate(w, ri, len(rays), rgb)
         opacity = accumulate(w, ri, len(rays))
@@ -116,11 +147,10 @@ class NerfModule(L.LightningModule):
     def _update_grid(self) -> None:
         step = self.global_step
         if step % self.cfg.grid_update_every == 0:
-            density = self._fast.get("density", self.field.density)
-            self.grid.update(step, lambda p: density(p) * self.cfg.render_step_size)
+            self.grid.update(step, lambda p: self.density(p) * self.step_size)
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
-        origins, dirs, rgba = batch
+        origins, dirs, rgba = (x[: self.n_rays] for x in batch)
         self._update_grid()
         n = origins.shape[0]
         if self.cfg.train_background == "random":
@@ -133,23 +163,24 @@ class NerfModule(L.LightningModule):
         if not torch.isfinite(loss):
             raise TrainingDiverged(f"the loss became {loss.item()} at step {self.global_step}")
         self.rays_seen += n
+        # next step's ray count: aim at target_samples samples (nerfacc's dynamic batch size)
+        want = n * self.cfg.target_samples / max(n_samples, 1)
+        self.n_rays = int(min(max(want, 64), self.cfg.rays_per_batch))
         if self.global_step % 50 == 0:
             self.log("loss", loss.detach(), prog_bar=True, on_step=True, on_epoch=False, batch_size=n)
             self.log("samples_per_ray", n_samples / n, prog_bar=True, on_step=True, on_epoch=False, batch_size=n)
         return loss
 
     def configure_optimizers(self):
-        cfg = self.cfg
-        opt = torch.optim.Adam(self.field.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
-        gamma = math.log(cfg.lr_final_factor) / cfg.steps
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: math.exp(gamma * min(s, cfg.steps)))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return adam_with_decay(self.field.parameters(), self.cfg)
 
     def on_save_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         checkpoint["rays_seen"] = self.rays_seen
+        checkpoint["n_rays"] = self.n_rays
 
     def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         self.rays_seen = int(checkpoint.get("rays_seen", 0))
+        self.n_rays = int(checkpoint.get("n_rays", self.n_rays))
 
 
 def eval_target(img: torch.Tensor, background: float) -> torch.Tensor:
@@ -159,8 +190,9 @@ def eval_target(img: torch.Tensor, background: float) -> torch.Tensor:
     return img[..., :3] if img.shape[-1] >= 3 else img.expand(*img.shape[:2], 3)
 
 
-def render_split_view(module: NerfModule, split: SceneSplit, image: int, background: float) -> torch.Tensor:
+def render_split_view(module: NerfModule, split: SceneSplit, image: int, background: float, stride: int = 1) -> torch.Tensor:
+    """(H', W', 3) render of a view's pixels, every stride-th row and column."""
     h, w = split.images.shape[1:3]
-    return module.render_view(split_rays(split, image), background).view(h, w, 3)
+    return module.render_view(split_rays(split, image, stride), background).view(-(-h // stride), -(-w // stride), 3)
 
 
