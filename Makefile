@@ -7,12 +7,15 @@ PIP    := $(PY) -m pip
 # multi-GB CUDA build; the package itself only asks for torch>=2.3 (GPU users keep theirs).
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup demo test bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
+	@# open3d's wheel links libusb-1.0, which bare Debian/Ubuntu images lack
+	@ldconfig -p | grep -q 'libusb-1.0.so.0' || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q libusb-1.0-0; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"

@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", required=True, help="output folder (one sub-folder per preset)")
     p.add_argument("--overwrite", action="store_true", help="replace runs already in DIR")
     _add_fit_options(p, None)
-    nerf = sub.add_parser("nerf", help="NeRF on scene folders (train, eval)",
+    nerf = sub.add_parser("nerf", help="NeRF on scene folders (train, eval, render, export)",
                           description="Radiance fields on Blender, instant-ngp/nerfstudio or LLFF scene folders.")
     nsub = nerf.add_subparsers(dest="nerf_command", metavar="ACTION", required=True)
     p = nsub.add_parser("train", help="train a radiance field on a scene",
@@ -129,6 +129,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = nsub.add_parser("eval", help="score a trained run on its test split",
                         description="Render every test view of a nerf train run; per-view and mean PSNR/SSIM to DIR/eval.json.")
     p.add_argument("run", metavar="DIR")
+    p = nsub.add_parser("render", help="render a video of a trained run",
+                        description="Render frames on a circle around the scene (axis: the training cameras' mean up "
+                        "vector; centre: where their optical axes meet; radius and height: theirs) into a video.")
+    p.add_argument("run", metavar="DIR")
+    p.add_argument("--orbit", action="store_true", help="an orbit around the scene (the default and only path)")
+    p.add_argument("--frames", type=_positive_int, default=120, help="number of frames (default 120)")
+    p.add_argument("--fps", type=_positive_int, default=30, help="frames per second (default 30)")
+    p.add_argument("--out", metavar="FILE", required=True, help="video file: .mp4 or .gif")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p = nsub.add_parser("export", help="export a mesh or a point cloud of a trained run",
+                        description="--mesh: marching cubes on the density over the scene box (cells the occupancy "
+                        "grid marks empty count as empty), vertex colours from the field. --points: the expected "
+                        "surface points of rays through random training pixels, with their colours.")
+    p.add_argument("run", metavar="DIR")
+    p.add_argument("--mesh", metavar="FILE", help="mesh file: .ply, .obj or .glb")
+    p.add_argument("--resolution", type=_positive_int, default=256, help="marching-cubes lattice per side (default 256)")
+    p.add_argument("--threshold", type=_positive_float,
+                   help="density level of the surface (default: ln 2 / marching step, where a step is half opaque)")
+    p.add_argument("--points", metavar="FILE", help="point cloud file: .ply, .pcd or .xyz")
+    p.add_argument("--num-points", type=_positive_int, default=200_000, help="rays cast for --points (default 200000)")
     return parser
 
 
@@ -143,6 +163,25 @@ def cmd_nerf(args: argparse.Namespace) -> int:
         print(f"{r['preset']}: test PSNR {r['test_psnr']:.2f} dB, SSIM {r['test_ssim']:.4f} after {r['steps']} steps in "
               f"{r['seconds']:.1f} s ({r['rays_per_second']:,.0f} rays/s), {r['params']:,} parameters")
         print(f"outputs in {r['out']}")
+        return 0
+    if args.nerf_command == "render":
+        from .tasks.nerf_export import render_orbit
+
+        r = render_orbit(Path(args.run), Path(args.out), args.frames, args.fps, progress=not args.no_progress)
+        print(f"wrote {args.out} ({r['frames']} frames, {r['width']}x{r['height']}, {r['fps']} fps)")
+        return 0
+    if args.nerf_command == "export":
+        from .tasks.nerf_export import export_mesh, export_points
+
+        if not args.mesh and not args.points:
+            raise InputError(None, "nerf export needs --mesh FILE and/or --points FILE")
+        if args.mesh:
+            r = export_mesh(Path(args.run), Path(args.mesh), args.resolution, args.threshold)
+            print(f"wrote {args.mesh} ({r['vertices']:,} vertices, {r['faces']:,} faces, density level {r['threshold']:.3g}, "
+                  f"{'watertight' if r['watertight'] else 'not watertight'})")
+        if args.points:
+            r = export_points(Path(args.run), Path(args.points), args.num_points)
+            print(f"wrote {args.points} ({r['points']:,} points from {r['rays']:,} rays)")
         return 0
     from .tasks.nerf_fit import eval_run
 

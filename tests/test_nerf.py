@@ -42,6 +42,61 @@ def test_nerf_learns_a_flat_colour_scene(tmp_path):
     assert main(["nerf", "train", str(scene), "--steps", "60", "--out", str(out), "--no-progress", *FAST]) == 0
     m = json.loads((out / "metrics.json").read_text())
     assert m["test_psnr"] > m["curve"][0][2] + 10
+    _render_and_export_the_grey_scene(out, tmp_path)
+
+
+def _render_and_export_the_grey_scene(out, tmp_path):
+    import imageio.v3 as iio
+    import open3d as o3d
+    import trimesh
+
+    video = tmp_path / "orbit.mp4"
+    assert main(["nerf", "render", str(out), "--orbit", "--frames", "6", "--out", str(video), "--no-progress"]) == 0
+    frames = iio.imread(video, plugin="FFMPEG")
+    assert frames.shape == (6, 8, 8, 3)
+    # the fixture's cameras all sit on the z axis (parallel optical axes): the orbit goes around
+    # the box centre at their mean distance, and its first frame is the middle camera's view
+    assert abs(float(frames[0].mean()) - 128) < 8
+    gif = tmp_path / "orbit.gif"
+    assert main(["nerf", "render", str(out), "--frames", "3", "--out", str(gif), "--no-progress"]) == 0
+    assert iio.imread(gif).shape[0] == 3
+
+    points = tmp_path / "points.ply"
+    assert main(["nerf", "export", str(out), "--points", str(points), "--num-points", "500"]) == 0
+    cloud = o3d.io.read_point_cloud(str(points))
+    assert len(cloud.points) > 250  # the views are opaque: most rays end on a surface
+    colors = np.asarray(cloud.colors)
+    assert abs(float(colors.mean()) - 128 / 255) < 0.05
+    # the surface the cameras (on the z axis, looking down) see lies in the box, below them
+    pts = np.asarray(cloud.points)
+    assert (np.abs(pts) <= 1.5 + 1e-4).all() and (pts[:, 2] < 4.0).all()
+
+    mesh_path = tmp_path / "mesh.ply"
+    assert main(["nerf", "export", str(out), "--mesh", str(mesh_path), "--resolution", "24", "--threshold", "1"]) == 0
+    mesh = trimesh.load(mesh_path, process=False)
+    assert len(mesh.faces) > 0 and mesh.visual.vertex_colors.shape == (len(mesh.vertices), 4)
+    assert abs(float(mesh.visual.vertex_colors[:, :3].mean()) - 128) < 20
+
+
+def test_nerf_render_export_bad_requests_exit_2(tmp_path, capsys):
+    scene = blender_scene(tmp_path / "s", n_train=3)
+    out = tmp_path / "run"
+    assert main(["nerf", "train", str(scene), "--steps", "1", "--out", str(out), "--no-progress", *FAST]) == 0
+    capsys.readouterr()
+    cases = [
+        (["nerf", "render", str(out), "--out", str(tmp_path / "v.avi")], "unsupported video format"),
+        (["nerf", "render", str(out), "--out", str(tmp_path / "missing" / "v.mp4")], "no such folder"),
+        (["nerf", "render", str(tmp_path), "--out", str(tmp_path / "v.mp4")], "not a NeRF run folder"),
+        (["nerf", "export", str(out)], "needs --mesh"),
+        (["nerf", "export", str(out), "--mesh", str(tmp_path / "m.stl")], "unsupported mesh format"),
+        (["nerf", "export", str(out), "--points", str(tmp_path / "p.txt")], "unsupported point cloud format"),
+        (["nerf", "export", str(out), "--mesh", str(tmp_path / "m.ply"), "--threshold", "1e9", "--resolution", "12"], "cannot extract a mesh"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "s"]  # nothing half-written
 
 
 def test_nerf_bad_scene_exit_2(tmp_path, capsys):

@@ -173,3 +173,66 @@ def test_pinhole_rays_per_pixel_cameras_match_one_camera_at_a_time():
     for k in range(2):
         one = pinhole_rays(c2w[k], float(fx[k]), float(fy[k]), float(cx[k]), float(cy[k]), pixels[k : k + 1])
         assert torch.allclose(both.directions[k], one.directions[0]) and torch.allclose(both.origins[k], one.origins[0])
+
+
+def test_look_at_hand_computed():
+    from inr.render.rays import look_at
+
+    c2w = look_at(torch.tensor([0.0, -4.0, 0.0]), torch.zeros(3), torch.tensor([0.0, 0.0, 1.0]))
+    # looking along +y with z up: right = +x, up = +z, back (camera +z) = -y, at (0, -4, 0)
+    expected = torch.tensor([[1.0, 0, 0, 0], [0, 0, -1, -4], [0, 1, 0, 0], [0, 0, 0, 1]])
+    torch.testing.assert_close(c2w, expected)
+    # the ray through the image centre points at the target
+    r = pinhole_rays(c2w, 10.0, 10.0, 5.0, 5.0, torch.tensor([[4, 4]]))
+    torch.testing.assert_close(r.directions, torch.tensor([[-0.0499, 0.9975, 0.0499]]), atol=1e-4, rtol=0)
+    with pytest.raises(ValueError):
+        look_at(torch.zeros(3), torch.tensor([0.0, 0.0, 1.0]), torch.tensor([0.0, 0.0, 1.0]))
+
+
+def test_orbit_poses_recover_the_cameras_circle():
+    from inr.render.rays import look_at, orbit_poses
+
+    centre, up = torch.tensor([0.5, -0.2, 0.3]), torch.tensor([0.0, 0.0, 1.0])
+    cams = []
+    for k in range(7):  # cameras on a circle of radius 3, 2 above the centre, looking at it
+        a = 0.4 + 2 * math.pi * k / 7
+        eye = centre + torch.tensor([3 * math.cos(a), 3 * math.sin(a), 2.0])
+        cams.append(look_at(eye, centre, up))
+    poses = orbit_poses(torch.stack(cams), 12)
+    assert poses.shape == (12, 4, 4)
+    off = poses[:, :3, 3] - centre
+    torch.testing.assert_close(off[:, 2], torch.full((12,), 2.0), atol=1e-4, rtol=0)
+    torch.testing.assert_close(off[:, :2].norm(dim=-1), torch.full((12,), 3.0), atol=1e-4, rtol=0)
+    forward = -poses[:, :3, 2]
+    torch.testing.assert_close(forward, torch.nn.functional.normalize(-off, dim=-1), atol=1e-4, rtol=0)
+    angles = torch.atan2(off[:, 1], off[:, 0])
+    steps = torch.remainder(angles[1:] - angles[:-1], 2 * math.pi)
+    torch.testing.assert_close(steps, torch.full((11,), 2 * math.pi / 12), atol=1e-4, rtol=0)
+
+
+def test_extract_mesh_of_a_sphere_is_closed_and_coloured():
+    import trimesh
+
+    from inr.render.extract import extract_mesh
+
+    def density(p):  # 100 inside a sphere of radius 0.5, a smooth step across its surface
+        return 100 * torch.sigmoid((0.5 - p.norm(dim=-1)) * 50)
+
+    def color(p, d):
+        return d * 0.5 + 0.5  # encodes the direction the colour was asked for
+
+    aabb = torch.tensor([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0])
+    v, f, c = extract_mesh(density, aabb, 48, 50.0, color)
+    mesh = trimesh.Trimesh(v, f, process=False)
+    assert mesh.is_watertight
+    r = torch.from_numpy(v).norm(dim=-1)
+    assert float((r - 0.5).abs().max()) < 2.0 / 47  # within a lattice cell of the true surface
+    assert mesh.volume == pytest.approx(4 / 3 * math.pi * 0.125, rel=0.03)  # outward faces: positive volume
+    # colours were looked up with the direction pointing into the surface
+    inward = -torch.from_numpy(v) / r[:, None]
+    torch.testing.assert_close(torch.from_numpy(c), inward * 0.5 + 0.5, atol=0.05, rtol=0)
+    # a box cutting the sphere still gives a closed surface (zero padding outside the box)
+    v2, f2, _ = extract_mesh(density, torch.tensor([-1.0, -1.0, 0.0, 1.0, 1.0, 1.0]), 32, 50.0)
+    assert trimesh.Trimesh(v2, f2, process=False).is_watertight
+    with pytest.raises(ValueError, match="no surface"):
+        extract_mesh(density, aabb, 16, 500.0)

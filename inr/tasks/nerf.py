@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, NamedTuple, Tuple
 
 import lightning as L
 import torch
@@ -17,6 +17,16 @@ from ..render.volume import accumulate, render_weights
 from .signal_fit import TrainingDiverged, adam_with_decay
 
 BACKGROUNDS = {"white": 1.0, "black": 0.0}
+
+
+class RenderOut(NamedTuple):
+    color: torch.Tensor
+    """(N, 3) composited over the background."""
+    opacity: torch.Tensor
+    """(N, 1) sum of weights."""
+    depth: torch.Tensor
+    """(N, 1) expected distance sum_i w_i t_i / opacity (0 where nothing was hit)."""
+    n_samples: int
 
 
 def split_rays(split: SceneSplit, image: int, stride: int = 1) -> Rays:
@@ -111,9 +121,9 @@ class NerfModule(L.LightningModule):
         return self._infer("density", points)
 
     # ---- rendering -------------------------------------------------------------------------
-    def render(self, rays: Rays, background: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, int]:
-        """(rgb (N, 3), opacity (N, 1), number of samples) of rays over `background` (N, 3);
-        differentiable in grad mode."""
+    def render(self, rays: Rays, background: torch.Tensor) -> RenderOut:
+        """Colours of rays over `background` (N, 3), their opacity and depth; differentiable in
+        grad mode."""
         o, d = rays.origins, rays.directions
 
         def sigma_fn(t0, t1, ri):
@@ -131,17 +141,25 @@ class NerfModule(L.LightningModule):
         w, _, _ = render_weights(t0, t1, sigma, ri)
         color = accumulate(w, ri, len(rays), rgb)
         opacity = accumulate(w, ri, len(rays))
-        return color + (1.0 - opacity) * background, opacity, int(ri.numel())
+        depth = accumulate(w, ri, len(rays), mids[:, None]) / opacity.clamp(min=1e-10)
+        return RenderOut(color + (1.0 - opacity) * background, opacity, depth, int(ri.numel()))
 
     @torch.no_grad()
     def render_view(self, rays: Rays, background: float, chunk: int = 8192) -> torch.Tensor:
         """(N, 3) colours of many rays, in chunks (bounded memory)."""
-        out = []
+        return self.render_many(rays, background, chunk).color.clamp(0, 1)
+
+    @torch.no_grad()
+    def render_many(self, rays: Rays, background: float, chunk: int = 8192) -> RenderOut:
+        """render() of many rays in chunks of `chunk` rays (bounded memory), without gradient."""
+        parts = []
         for k in range(0, len(rays), chunk):
             part = rays[k : k + chunk]
-            bg = torch.full((len(part), 3), background)
-            out.append(self.render(part, bg)[0])
-        return torch.cat(out).clamp(0, 1)
+            parts.append(self.render(part, torch.full((len(part), 3), background)))
+        if not parts:
+            empty = torch.zeros(0, 3)
+            return RenderOut(empty, empty[:, :1], empty[:, :1], 0)
+        return RenderOut(*(torch.cat(x) for x in list(zip(*parts))[:3]), sum(p.n_samples for p in parts))
 
     # ---- training --------------------------------------------------------------------------
     def _update_grid(self) -> None:
@@ -158,7 +176,7 @@ class NerfModule(L.LightningModule):
         else:
             bg = torch.full((n, 3), BACKGROUNDS[self.cfg.train_background], device=origins.device)
         target = rgba[:, :3] * rgba[:, 3:] + bg * (1.0 - rgba[:, 3:])
-        color, _, n_samples = self.render(Rays(origins, dirs), bg)
+        color, _, _, n_samples = self.render(Rays(origins, dirs), bg)
         loss = torch.nn.functional.mse_loss(color, target)
         if not torch.isfinite(loss):
             raise TrainingDiverged(f"the loss became {loss.item()} at step {self.global_step}")

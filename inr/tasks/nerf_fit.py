@@ -143,6 +143,7 @@ def load_nerf_run(run_dir: Path):
     if config.get("preset", {}).get("task") != "nerf":
         raise InputError(run_dir, "is not a NeRF run folder")
     module = load_checkpoint_module(ckpt_path, NerfModule)
+    module.configure_model()  # compiled callables when the preset asks for them
     opts = config["options"]
     scene = load_scene(opts.get("scene") or default_scene(), int(opts.get("downscale", 1)))
     return module, scene, config

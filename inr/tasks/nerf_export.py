@@ -1,0 +1,143 @@
+"""`inr nerf render|export`: orbit videos, coloured meshes and point clouds of a trained run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import numpy as np
+import torch
+
+from ..errors import InputError
+from ..render.extract import extract_mesh
+from ..render.rays import orbit_poses, pinhole_rays
+from .nerf import BACKGROUNDS, NerfModule
+from .nerf_fit import load_nerf_run
+
+VIDEO_FORMATS = (".mp4", ".gif")
+MESH_FORMATS = (".ply", ".obj", ".glb")
+POINT_FORMATS = (".ply", ".pcd", ".xyz")
+
+
+def _check_suffix(path: Path, allowed, what: str) -> None:
+    if path.suffix.lower() not in allowed:
+        raise InputError(path, f"unsupported {what} format {path.suffix or '(none)'}; use one of {', '.join(allowed)}")
+    if not path.parent.is_dir():
+        raise InputError(path.parent, "no such folder")
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".tmp-{path.name}")  # same suffix: writers pick the format from it
+
+
+def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30, progress: bool = True) -> Dict[str, Any]:
+    """Render `frames` views on a circle around the scene (see orbit_poses) into a video."""
+    import imageio.v3 as iio
+    from tqdm import tqdm
+
+    _check_suffix(out, VIDEO_FORMATS, "video")
+    module, scene, config = load_nerf_run(run_dir)
+    train = scene.splits["train"]
+    view = scene.splits["test"] if len(scene.splits["test"]) else train
+    h, w = view.images.shape[1:3]
+    fx, fy, cx, cy = view.intrinsics[0].tolist()
+    bg = BACKGROUNDS.get(config["preset"]["train"].get("eval_background", "white"), 1.0)
+    ii, jj = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    pixels = torch.stack([ii, jj], -1).reshape(-1, 2)
+    images = []
+    for c2w in tqdm(orbit_poses(train.c2w, frames, (scene.aabb[:3] + scene.aabb[3:]) / 2), desc="frames", disable=not progress, leave=False):
+        rgb = module.render_view(pinhole_rays(c2w, fx, fy, cx, cy, pixels), bg).view(h, w, 3)
+        images.append((rgb.numpy() * 255 + 0.5).astype(np.uint8))
+    tmp = _tmp(out)
+    try:
+        if out.suffix.lower() == ".mp4":
+            # libx264 wants even sizes; macro_block_size=1 keeps the exact frame size
+            iio.imwrite(tmp, np.stack(images), fps=fps, codec="libx264", macro_block_size=1, plugin="FFMPEG")
+        else:
+            iio.imwrite(tmp, np.stack(images), duration=1000 / fps, loop=0, extension=".gif")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"frames": frames, "width": w, "height": h, "fps": fps}
+
+
+def _masked_density(module: NerfModule):
+    """The field's density, zero in cells the occupancy grid marks empty (unseen space can hold
+    any density; the grid knows where the training rays found nothing)."""
+
+    def fn(points: torch.Tensor) -> torch.Tensor:
+        return module.density(points) * module.grid.occupied(points)
+
+    return fn
+
+
+def export_mesh(run_dir: Path, out: Path, resolution: int = 256, threshold: Optional[float] = None) -> Dict[str, Any]:
+    """Marching cubes on the density over the scene box, vertex colours from the field; written
+    with trimesh (.ply, .obj, .glb)."""
+    import trimesh
+
+    _check_suffix(out, MESH_FORMATS, "mesh")
+    if resolution < 8:
+        raise InputError(None, f"--resolution must be >= 8, got {resolution}")
+    module, scene, _ = load_nerf_run(run_dir)
+    level = default_threshold(module) if threshold is None else float(threshold)
+
+    def color_fn(points, dirs):
+        return module._infer("field", points, dirs)[1]
+
+    try:
+        verts, faces, colors = extract_mesh(_masked_density(module), module.field.aabb, resolution, level, color_fn)
+    except ValueError as exc:
+        raise InputError(run_dir, f"cannot extract a mesh: {exc}") from None
+    mesh = trimesh.Trimesh(verts, faces, vertex_colors=(colors * 255 + 0.5).astype(np.uint8), process=False)
+    tmp = _tmp(out)
+    try:
+        mesh.export(tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"vertices": len(verts), "faces": len(faces), "threshold": level, "resolution": resolution,
+            "watertight": bool(mesh.is_watertight)}
+
+
+def default_threshold(module: NerfModule) -> float:
+    """The density at which a sample of the marching step is half opaque: 1 - exp(-sigma dt) = 0.5."""
+    return float(np.log(2.0) / module.step_size)
+
+
+def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity: float = 0.9, seed: int = 0) -> Dict[str, Any]:
+    """Surface points with colours: rays through random pixels of the training views, each
+    ending at its expected depth where the ray is nearly opaque; written with open3d."""
+    _check_suffix(out, POINT_FORMATS, "point cloud")
+    o3d = _open3d()
+    module, scene, _ = load_nerf_run(run_dir)
+    split = scene.splits["train"]
+    n_img, h, w = split.images.shape[:3]
+    gen = torch.Generator().manual_seed(seed)
+    img = torch.randint(0, n_img, (n_points,), generator=gen)
+    pix = torch.stack([torch.randint(0, h, (n_points,), generator=gen), torch.randint(0, w, (n_points,), generator=gen)], -1)
+    fx, fy, cx, cy = split.intrinsics[img].unbind(-1)
+    rays = pinhole_rays(split.c2w[img], fx, fy, cx, cy, pix)
+    r = module.render_many(rays, 0.0)
+    keep = r.opacity[:, 0] >= min_opacity
+    pts = rays.origins[keep] + rays.directions[keep] * r.depth[keep]
+    colors = (r.color[keep] / r.opacity[keep]).clamp(0, 1)  # un-premultiplied from the black background
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(pts.double().numpy()))
+    cloud.colors = o3d.utility.Vector3dVector(colors.double().numpy())
+    tmp = _tmp(out)
+    try:
+        if not o3d.io.write_point_cloud(str(tmp), cloud):
+            raise InputError(out, "open3d could not write the point cloud")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"points": int(keep.sum()), "rays": n_points, "min_opacity": min_opacity}
+
+
+def _open3d():
+    try:
+        import open3d
+    except ImportError as exc:  # the wheel links libusb-1.0 (apt install libusb-1.0-0; `make setup` does it)
+        raise InputError(None, f"open3d is not usable here ({exc}); run `make setup` or apt-get install libusb-1.0-0") from None
+    return open3d
