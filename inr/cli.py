@@ -124,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
     p.add_argument("--downscale", type=_positive_int, default=1, help="divide image sizes by this factor")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--devices", type=_positive_int, default=1,
+                   help="train with DDP over N processes (N GPUs with CUDA, else N CPU processes; default 1)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets", help="override a preset entry")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p = nsub.add_parser("eval", help="score a trained run on its test split",
@@ -158,8 +160,10 @@ def cmd_nerf(args: argparse.Namespace) -> int:
 
         opts = NerfOptions(scene=args.scene, preset=args.preset, out=args.out, steps=args.steps, time_budget=args.time_budget,
                            seed=args.seed, downscale=args.downscale, overrides=_parse_sets(args.sets),
-                           progress=not args.no_progress, overwrite=args.overwrite)
+                           progress=not args.no_progress, overwrite=args.overwrite, devices=args.devices)
         r = run_nerf(opts, resume=Path(args.resume) if args.resume else None)
+        if "test_psnr" not in r:  # a DDP process other than the first: the first one reports
+            return 0
         print(f"{r['preset']}: test PSNR {r['test_psnr']:.2f} dB, SSIM {r['test_ssim']:.4f} after {r['steps']} steps in "
               f"{r['seconds']:.1f} s ({r['rays_per_second']:,.0f} rays/s), {r['params']:,} parameters")
         print(f"outputs in {r['out']}")

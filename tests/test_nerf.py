@@ -172,3 +172,22 @@ def test_compiled_inference_matches_eager():
     torch.testing.assert_close(sigma, ref_sigma, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(rgb, ref_rgb, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(dens, ref_sigma, rtol=1e-4, atol=1e-6)
+
+
+def test_nerf_trains_with_ddp_on_two_cpu_processes(tmp_path):
+    # Lightning re-runs the command for rank 1, so this goes through a real command line
+    import subprocess
+    import sys
+
+    scene = blender_scene(tmp_path / "s", n_train=3)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "inr", "nerf", "train", str(scene), "--steps", "6", "--devices", "2", "--out", str(out),
+           "--no-progress", *FAST, "--set", "train.target_samples=1000000"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("test PSNR") == 1  # only the first process reports
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["devices"] == 2 and m["steps"] == 6
+    # both processes trained: 2 processes x 6 steps x 64 rays
+    assert m["rays_per_second"] * m["seconds"] == pytest.approx(2 * 6 * 64, rel=1e-3)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["last.ckpt"]

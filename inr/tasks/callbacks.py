@@ -44,6 +44,9 @@ class RunMonitor(L.Callback):
     def on_train_batch_end(self, trainer: "L.Trainer", module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         step = trainer.global_step
         over_budget = self.time_budget is not None and self.seconds() >= self.time_budget
+        if self.time_budget is not None and trainer.world_size > 1:
+            # every process stops at the same step once any of them is over budget
+            over_budget = trainer.strategy.reduce_boolean_decision(over_budget, all=False)
         if over_budget:
             trainer.should_stop = True
         if step % self.every == 0 or step >= trainer.max_steps or over_budget:

@@ -113,9 +113,11 @@ def prepare(opts: FitOptions, preset_data: Optional[Dict[str, Any]] = None) -> R
 
 
 def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, checkpoint_every: int, progress: bool,
-                 callbacks: Sequence[Any]):
+                 callbacks: Sequence[Any], devices: int = 1):
     """The Lightning Trainer of every fit: step-bounded endless epoch, safe checkpoints in
-    out/checkpoints, CSV logs in out/logs/version_N, a step progress bar."""
+    out/checkpoints, CSV logs in out/logs/version_N, a step progress bar. devices > 1: DDP over
+    that many processes (GPUs when CUDA is there, else CPU processes with gloo); Lightning
+    re-runs the command line for ranks 1..N-1."""
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
 
@@ -126,7 +128,8 @@ def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, chec
     bar = [StepBar(refresh_rate=max(1, min(log_every, 20)))] if progress else []
     return L.Trainer(
         accelerator="auto",
-        devices=1,
+        devices=devices,
+        strategy="ddp" if devices > 1 else "auto",
         max_steps=max_steps,
         max_epochs=-1,
         precision="bf16-mixed" if precision == "bf16" else "32-true",
@@ -178,8 +181,9 @@ def fit_or_stop(trainer, module, data, ckpt: Path, out: Path, resume: bool) -> N
 
 
 def save_checkpoint_atomically(trainer, path: Path) -> None:
-    trainer.save_checkpoint(f"{path}.tmp", weights_only=False)
-    os.replace(f"{path}.tmp", path)
+    trainer.save_checkpoint(f"{path}.tmp", weights_only=False)  # collective: rank 0 writes
+    if trainer.is_global_zero:
+        os.replace(f"{path}.tmp", path)
 
 
 def run_fit(opts: FitOptions, resume: Optional[Path] = None, callbacks: Sequence[Any] = ()) -> Dict[str, Any]:

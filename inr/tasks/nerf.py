@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, NamedTuple, Tuple
+from typing import Any, Dict, Iterator, NamedTuple, Optional, Tuple
 
 import lightning as L
 import torch
@@ -67,7 +67,8 @@ class SceneData(L.LightningDataModule):
         self.train, self.rays_per_batch, self.seed = train, rays_per_batch, seed
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(_RayBatches(self.train, self.rays_per_batch, self.seed), batch_size=None, num_workers=0)
+        rank = self.trainer.global_rank if self.trainer is not None else 0  # DDP: other rays on every process
+        return DataLoader(_RayBatches(self.train, self.rays_per_batch, self.seed + 1000 * rank), batch_size=None, num_workers=0)
 
 
 class NerfModule(L.LightningModule):
@@ -86,6 +87,7 @@ class NerfModule(L.LightningModule):
         self.rays_seen = 0
         self.n_rays = min(self.cfg.rays_per_batch, 1024)  # rays in the next step (follows target_samples)
         self._fast: Dict[str, Any] = {}  # compiled callables, kept out of the state dict
+        self._grid_gen: Optional[torch.Generator] = None
 
     def configure_model(self) -> None:
         if self.cfg.compile and not self._fast:
@@ -165,7 +167,11 @@ class NerfModule(L.LightningModule):
     def _update_grid(self) -> None:
         step = self.global_step
         if step % self.cfg.grid_update_every == 0:
-            self.grid.update(step, lambda p: self.density(p) * self.step_size)
+            # the same random cells and jitter on every DDP process: their fields are equal, so
+            # their grids stay equal
+            if self._grid_gen is None:
+                self._grid_gen = torch.Generator(device=self.grid.occs.device).manual_seed(12345 + step)
+            self.grid.update(step, lambda p: self.density(p) * self.step_size, generator=self._grid_gen)
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         origins, dirs, rgba = (x[: self.n_rays] for x in batch)

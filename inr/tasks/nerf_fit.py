@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+import torch
 import yaml
 
 from .. import metrics
@@ -37,6 +39,7 @@ class NerfOptions:
     overrides: Dict[str, Any] = field(default_factory=dict)
     progress: bool = True
     overwrite: bool = False
+    devices: int = 1
 
 
 def default_scene() -> str:
@@ -71,13 +74,19 @@ def run_nerf(opts: NerfOptions, resume: Optional[Path] = None, callbacks: Sequen
     scene = load_scene(opts.scene or default_scene(), opts.downscale)
     out = Path(opts.out) if opts.out else Path("runs") / f"nerf-{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     ckpt = out / "checkpoints" / "last.ckpt"
-    if resume is None:
+    # DDP: Lightning re-runs this command for ranks 1..N-1 (LOCAL_RANK set); they train, the
+    # first process alone prepares the folder and writes results
+    child = int(os.environ.get("LOCAL_RANK", "0")) > 0
+    if resume is None and not child:
         if ckpt.exists() and not opts.overwrite:
             raise InputError(out, "already holds a run: use --resume to continue it, --overwrite to replace it, or another --out")
         if opts.overwrite and out.exists():
             shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump({"options": asdict(opts), "preset": preset.to_dict()}, sort_keys=False))
+    if opts.devices < 1:
+        raise InputError(None, f"--devices must be >= 1, got {opts.devices}")
+    if not child:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.yaml").write_text(yaml.safe_dump({"options": asdict(opts), "preset": preset.to_dict()}, sort_keys=False))
 
     L.seed_everything(opts.seed, verbose=False)
     cfg = preset.train
@@ -89,18 +98,22 @@ def run_nerf(opts: NerfOptions, resume: Optional[Path] = None, callbacks: Sequen
 
     monitor = RunMonitor(curve_psnr, cfg.eval_every, opts.time_budget)
     max_steps = opts.steps or (UNBOUNDED_STEPS if opts.time_budget else cfg.steps)
-    trainer = make_trainer(out, max_steps, cfg.precision, 50, cfg.checkpoint_every, opts.progress, [monitor, *callbacks])
+    trainer = make_trainer(out, max_steps, cfg.precision, 50, cfg.checkpoint_every, opts.progress, [monitor, *callbacks],
+                           devices=opts.devices)
     data = SceneData(scene.splits["train"], cfg.rays_per_batch, seed=opts.seed)
     try:
         fit_or_stop(trainer, module, data, ckpt, out, resume is not None)
     except TrainingDiverged as exc:
         raise TrainingDiverged(f"{exc}; training stopped. The last good checkpoint is {ckpt}") from None
-    save_checkpoint_atomically(trainer, ckpt)
     seconds = monitor.seconds()
+    rays = float(trainer.strategy.reduce(torch.tensor(float(module.rays_seen)), reduce_op="sum"))  # over all processes
+    save_checkpoint_atomically(trainer, ckpt)
+    if not trainer.is_global_zero:
+        return {"rank": trainer.global_rank}
     result = _write_eval(out, module, scene, bg)
     result.update({"preset": preset.name, "scene": scene.path, "steps": int(trainer.global_step), "seconds": round(seconds, 3),
-                   "rays_per_second": round(module.rays_seen / max(seconds, 1e-9), 1), "params": count_parameters(module.field),
-                   "curve": monitor.history})
+                   "rays_per_second": round(rays / max(seconds, 1e-9), 1), "devices": trainer.world_size,
+                   "params": count_parameters(module.field), "curve": monitor.history})
     plot_curve(out / "curve.png", monitor.history, f"{preset.name} on {Path(scene.path).name}",
                label=f"test PSNR (dB), {cfg.eval_views} views, every {cfg.eval_stride}th pixel")
     write_json(out / "metrics.json", result)
@@ -131,6 +144,7 @@ def _load_config(run_dir: Path, given: NerfOptions):
     opts.out, opts.progress = str(run_dir), given.progress
     opts.steps = given.steps if given.steps is not None else opts.steps
     opts.time_budget = given.time_budget if given.time_budget is not None else opts.time_budget
+    opts.devices = given.devices  # the processes of this invocation
     return opts, data["preset"]
 
 
