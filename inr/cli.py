@@ -151,7 +151,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="density level of the surface (default: ln 2 / marching step, where a step is half opaque)")
     p.add_argument("--points", metavar="FILE", help="point cloud file: .ply, .pcd or .xyz")
     p.add_argument("--num-points", type=_positive_int, default=200_000, help="rays cast for --points (default 200000)")
+    pc = sub.add_parser("pointcloud", help="point clouds (eval)",
+                        description="Point-cloud tools. Files: PLY (ascii/binary), PCD, XYZ, NPY.")
+    psub = pc.add_subparsers(dest="pointcloud_command", metavar="ACTION", required=True)
+    p = psub.add_parser("eval", help="distances between a predicted and a ground-truth cloud",
+                        description="Chamfer distance in two forms (chamfer_l2: sum of the two mean squared "
+                        "nearest-neighbour distances; chamfer_l1: average of the two mean distances), Hausdorff "
+                        "distance, F-score at a threshold, and point counts, as JSON.")
+    p.add_argument("pred", metavar="PRED")
+    p.add_argument("gt", metavar="GT")
+    p.add_argument("--threshold", type=_positive_float,
+                   help="F-score distance threshold (default: 0.01 x the ground truth's bounding-box diagonal)")
+    p.add_argument("--out", metavar="FILE", help="also write the JSON here")
+    p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
     return parser
+
+
+def cmd_pointcloud(args: argparse.Namespace) -> int:
+    import json
+
+    from .tasks.outputs import write_json
+    from .tasks.pointcloud import evaluate_files
+
+    r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)
+    if args.out:
+        if not Path(args.out).parent.is_dir():
+            raise InputError(Path(args.out).parent, "no such folder")
+        write_json(Path(args.out), r)
+    print(json.dumps(r, indent=2))
+    return 0
 
 
 def cmd_nerf(args: argparse.Namespace) -> int:
@@ -265,6 +293,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return cmd_compare(args)
         if args.command == "nerf":
             return cmd_nerf(args)
+        if args.command == "pointcloud":
+            return cmd_pointcloud(args)
     except InputError as exc:
         print(f"inr: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

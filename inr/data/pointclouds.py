@@ -1,0 +1,133 @@
+"""Point-cloud files: PLY (ascii/binary), PCD, XYZ through open3d; NPY through numpy.
+
+Every problem with an input is an InputError naming the file: missing, unknown format, not a
+point cloud, empty, a single point, NaN/Inf coordinates, 2D data, all points identical, and
+exact duplicate points (unless the caller drops them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Tuple
+
+import numpy as np
+
+from ..errors import InputError
+
+FORMATS = (".ply", ".pcd", ".xyz", ".npy")
+
+
+def _open3d(path: Path):
+    try:
+        import open3d
+    except ImportError as exc:
+        raise InputError(path, f"needs open3d, which does not import here ({exc}); run `make setup`") from None
+    return open3d
+
+
+def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """(points (N, 3) float64, colours (N, 3) in [0, 1] or None) of a point-cloud file.
+
+    duplicates: 'error' (an InputError when two points are equal) or 'drop' (keep the first).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "no such file")
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
+    colors = None
+    if suffix == ".npy":
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(path, f"is not a readable .npy array ({exc})") from None
+        if data.ndim != 2 or not np.issubdtype(data.dtype, np.number):
+            raise InputError(path, f"expected an (N, 3) numeric array, got shape {data.shape} of {data.dtype}")
+        if data.shape[1] < 3:
+            raise InputError(path, f"holds {data.shape[1]}D points; point clouds need 3 coordinates (x, y, z)")
+        points = data[:, :3].astype(np.float64)
+        if data.shape[1] >= 6:
+            c = data[:, 3:6].astype(np.float64)
+            colors = c / 255.0 if c.max(initial=0) > 1 else c
+    else:
+        o3d = _open3d(path)
+        if suffix in (".ply", ".xyz") and not _looks_like(path, suffix):
+            raise InputError(path, f"is not a {suffix[1:].upper()} point cloud")
+        cloud = o3d.io.read_point_cloud(str(path), format=suffix[1:], print_progress=False)
+        points = np.asarray(cloud.points, dtype=np.float64)
+        if len(points) == 0 and path.stat().st_size > 0 and suffix == ".xyz":
+            raise InputError(path, "is not an XYZ point cloud (expected lines of 3 numbers)")
+        if cloud.has_colors():
+            colors = np.asarray(cloud.colors, dtype=np.float64)
+    check_points(points, path, duplicates)
+    if duplicates == "drop":
+        _, first = np.unique(points, axis=0, return_index=True)
+        keep = np.sort(first)
+        points = points[keep]
+        colors = None if colors is None else colors[keep]
+    return points, colors
+
+
+def _looks_like(path: Path, suffix: str) -> bool:
+    head = path.open("rb").read(256)
+    if suffix == ".ply":
+        return head.startswith(b"ply")
+    try:  # xyz: text lines of numbers
+        first = head.decode("ascii").strip().splitlines()
+    except UnicodeDecodeError:
+        return False
+    if not first:
+        return True  # empty: reported as an empty cloud
+    parts = first[0].split()
+    try:
+        [float(p) for p in parts]
+    except ValueError:
+        return False
+    return len(parts) >= 2
+
+
+def check_points(points: np.ndarray, path, duplicates: str = "error") -> None:
+    if points.ndim != 2 or points.shape[1] != 3:
+        raise InputError(path, f"expected (N, 3) points, got shape {points.shape}")
+    n = len(points)
+    if n == 0:
+        raise InputError(path, "holds no points (empty, or not a point-cloud file)")
+    if n == 1:
+        raise InputError(path, "holds a single point; a cloud needs at least 2")
+    bad = ~np.isfinite(points).all(axis=1)
+    if bad.any():
+        raise InputError(path, f"{int(bad.sum())} of {n} points have NaN or infinite coordinates (first: point {int(np.argmax(bad))})")
+    if (points == points[0]).all():
+        raise InputError(path, f"all {n} points are identical")
+    if duplicates == "error":
+        dup = n - len(np.unique(points, axis=0))
+        if dup:
+            raise InputError(path, f"{dup} of {n} points repeat an earlier point exactly; remove them (--drop-duplicates)")
+
+
+def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None) -> None:
+    """Write atomically (a temporary file in the same folder, then renamed)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
+    if not path.parent.is_dir():
+        raise InputError(path.parent, "no such folder")
+    tmp = path.with_name(f".tmp-{path.name}")
+    try:
+        if suffix == ".npy":
+            data = points if colors is None else np.concatenate([points, colors], 1)
+            with tmp.open("wb") as f:
+                np.save(f, data.astype(np.float32))
+        else:
+            o3d = _open3d(path)
+            cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
+            if colors is not None:
+                cloud.colors = o3d.utility.Vector3dVector(np.asarray(colors, np.float64))
+            if not o3d.io.write_point_cloud(str(tmp), cloud, format=suffix[1:]):
+                raise InputError(path, "open3d could not write it")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

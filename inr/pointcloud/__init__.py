@@ -1,0 +1,1 @@
+"""Point clouds: voxels, sparse convolutions, metrics (pure torch; no Lightning)."""

@@ -1,0 +1,243 @@
+import pytest
+import torch
+
+from inr.pointcloud.sparse_conv import DownConv3d, SparseTensor, SubmanifoldConv3d, UpConv3d
+from inr.pointcloud.voxel import devoxelize, pack_keys, unpack_keys, voxel_centres, voxelize
+
+
+def _random_sites(n=6, p=0.4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.rand(n, n, n, generator=g) < p
+    return mask, mask.nonzero()
+
+
+def _dense(mask, coords, feats):
+    d = torch.zeros(1, feats.shape[1], *mask.shape, dtype=feats.dtype)
+    d[0, :, coords[:, 0], coords[:, 1], coords[:, 2]] = feats.t()
+    return d
+
+
+def test_submanifold_conv_equals_dense_conv3d_forward_and_backward():
+    mask, coords = _random_sites()
+    torch.manual_seed(0)
+    feats = torch.randn(len(coords), 4, dtype=torch.float64, requires_grad=True)
+    conv = SubmanifoldConv3d(4, 5, 3).double()
+    # conv3d's weight (out, in, i, j, k) at kernel index (i, j, k) reads input x + (i-1, j-1, k-1)
+    w_dense = conv.weight.detach().view(3, 3, 3, 4, 5).permute(4, 3, 0, 1, 2).clone().requires_grad_(True)
+    b = conv.bias.detach().clone().requires_grad_(True)
+    feats_ref = feats.detach().clone().requires_grad_(True)
+    y = conv(SparseTensor(coords, feats))
+    ref = torch.nn.functional.conv3d(_dense(mask, coords, feats_ref), w_dense, b, padding=1)
+    ref_at = ref[0, :, y.coords[:, 0], y.coords[:, 1], y.coords[:, 2]].t()
+    torch.testing.assert_close(y.feats, ref_at)
+    g = torch.randn_like(ref_at)
+    (y.feats * g).sum().backward()
+    (ref_at * g).sum().backward()
+    # the sparse tensor sorted its rows by key: compare input gradients per site
+    torch.testing.assert_close(feats.grad, feats_ref.grad)
+    torch.testing.assert_close(conv.weight.grad.view(3, 3, 3, 4, 5).permute(4, 3, 0, 1, 2), w_dense.grad)
+    torch.testing.assert_close(conv.bias.grad, b.grad)
+
+
+def test_down_and_up_convs_equal_strided_dense_convs():
+    mask, coords = _random_sites(8, 0.3, seed=1)
+    torch.manual_seed(1)
+    feats = torch.randn(len(coords), 3, dtype=torch.float64, requires_grad=True)
+    x = SparseTensor(coords, feats)
+    down = DownConv3d(3, 6).double()
+    y = down(x)
+    w = down.weight.detach().view(2, 2, 2, 3, 6).permute(4, 3, 0, 1, 2)
+    ref = torch.nn.functional.conv3d(_dense(mask, x.coords, x.feats.detach()), w, down.bias.detach(), stride=2)
+    parents = torch.unique(torch.div(coords, 2, rounding_mode="floor"), dim=0)
+    assert len(y) == len(parents)
+    torch.testing.assert_close(y.feats, ref[0, :, y.coords[:, 0], y.coords[:, 1], y.coords[:, 2]].t())
+    # up: back onto the original fine sites
+    up = UpConv3d(6, 2).double()
+    z = up(y, x)
+    wu = up.weight.detach().view(2, 2, 2, 6, 2).permute(3, 4, 0, 1, 2)  # conv_transpose3d: (in, out, k, k, k)
+    coarse_mask = torch.zeros(4, 4, 4, dtype=torch.bool)
+    coarse_mask[y.coords[:, 0], y.coords[:, 1], y.coords[:, 2]] = True
+    ref_up = torch.nn.functional.conv_transpose3d(_dense(coarse_mask, y.coords, y.feats.detach()), wu, up.bias.detach(), stride=2)
+    torch.testing.assert_close(z.feats, ref_up[0, :, z.coords[:, 0], z.coords[:, 1], z.coords[:, 2]].t())
+    z.feats.sum().backward()
+    assert feats.grad is not None and torch.isfinite(feats.grad).all() and feats.grad.abs().sum() > 0
+
+
+def test_up_conv_with_missing_parents_reads_zeros():
+    coarse = SparseTensor(torch.tensor([[0, 0, 0]]), torch.ones(1, 2))
+    fine = SparseTensor(torch.tensor([[1, 0, 1], [2, 0, 0]]), torch.zeros(2, 1))  # second one's parent (1,0,0) is inactive
+    up = UpConv3d(2, 1)
+    with torch.no_grad():
+        up.weight.zero_()
+        up.weight[5] = torch.tensor([[2.0], [3.0]])  # child (1, 0, 1) -> index 5
+        up.bias.fill_(0.5)
+    out = up(coarse, fine)
+    assert out.feats[:, 0].tolist() == [5.5, 0.5]
+
+
+def test_keys_round_trip_and_order():
+    coords = torch.tensor([[-5, 2, 7], [3, -32768, 32767], [0, 0, 0]])
+    batch = torch.tensor([1, 0, 2])
+    c, b = unpack_keys(pack_keys(coords, batch))
+    assert torch.equal(c, coords) and torch.equal(b, batch)
+    keys = pack_keys(coords, batch)
+    assert keys.argsort().tolist() == [1, 0, 2]  # batch-major order
+    with pytest.raises(ValueError, match="voxel size"):
+        pack_keys(torch.tensor([[40000, 0, 0]]))
+
+
+def test_voxelize_devoxelize_round_trip():
+    pts = torch.tensor([[0.05, 0.05, 0.05], [0.07, 0.01, 0.09], [-0.05, 0.15, 0.0], [0.31, 0.0, 0.0]])
+    v = voxelize(pts, 0.1)
+    assert v.coords.tolist() == [[-1, 1, 0], [0, 0, 0], [3, 0, 0]]
+    assert v.counts.tolist() == [1, 2, 1] and v.inverse.tolist() == [1, 1, 0, 2]
+    centres = voxel_centres(v.coords, 0.1)
+    torch.testing.assert_close(centres[1], torch.tensor([0.05, 0.05, 0.05]))
+    # every point lies in its voxel: offset from the centre within half a voxel
+    assert ((pts - centres[v.inverse]).abs() <= 0.05 + 1e-6).all()
+    # offsets in voxel units bring the points back exactly
+    offsets = ((pts - centres[v.inverse]) / 0.1)[:, None, :]
+    back = devoxelize(v.coords[v.inverse], 0.1, offsets)
+    torch.testing.assert_close(back, pts)
+
+
+def test_cloud_metrics_hand_computed():
+    import numpy as np
+
+    from inr.pointcloud.metrics import compare
+
+    gt = np.array([[0.0, 0, 0], [1, 0, 0], [0, 2, 0]])
+    pred = np.array([[0.0, 0, 0.1], [1, 0, 0], [5, 0, 0]])
+    # pred -> gt: 0.1, 0, 4 (to (1,0,0)); gt -> pred: 0.1, 0, sqrt(4 + 0.01) (to (0,0,0.1))
+    m = compare(pred, gt, threshold=0.5)
+    assert m["chamfer_l2"] == pytest.approx((0.01 + 0 + 16) / 3 + (0.01 + 0 + 4.01) / 3)
+    assert m["chamfer_l1"] == pytest.approx(((0.1 + 4) / 3 + (0.1 + np.sqrt(4.01)) / 3) / 2)
+    assert m["hausdorff"] == pytest.approx(4.0)
+    assert m["precision"] == pytest.approx(2 / 3) and m["recall"] == pytest.approx(2 / 3)
+    assert m["fscore"] == pytest.approx(2 / 3)
+    assert (m["pred_points"], m["gt_points"]) == (3, 3)
+    same = compare(gt, gt, 0.01)
+    assert same["chamfer_l2"] == 0 and same["hausdorff"] == 0 and same["fscore"] == 1
+
+
+def _sphere_points(n, seed=0, noise=0.0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    p = rng.normal(size=(n, 3))
+    p /= np.linalg.norm(p, axis=1, keepdims=True)
+    return p + rng.normal(scale=noise, size=p.shape) if noise else p
+
+
+@pytest.mark.parametrize("suffix", [".ply", ".pcd", ".xyz", ".npy"])
+def test_cloud_files_round_trip(tmp_path, suffix):
+    import numpy as np
+
+    from inr.data.pointclouds import read_cloud, write_cloud
+
+    pts = _sphere_points(50)
+    colors = np.random.default_rng(1).random((50, 3))
+    path = tmp_path / f"c{suffix}"
+    write_cloud(path, pts, None if suffix == ".xyz" else colors)
+    back, back_colors = read_cloud(path)
+    np.testing.assert_allclose(back, pts, atol=1e-6, rtol=0)  # open3d and .npy store float32
+    if suffix != ".xyz":
+        np.testing.assert_allclose(back_colors, colors, atol=0.5 / 255 + 1e-6)  # 8-bit colours in PLY/PCD
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def _bad_cloud(tmp_path, case):
+    import numpy as np
+
+    from inr.data.pointclouds import write_cloud
+
+    p = _sphere_points(20)
+    if case == "empty":
+        path = tmp_path / "empty.ply"
+        path.write_text("ply\nformat ascii 1.0\nelement vertex 0\nproperty float x\nproperty float y\nproperty float z\nend_header\n")
+        return path, "holds no points"
+    if case == "single point":
+        path = tmp_path / "one.xyz"
+        path.write_text("1 2 3\n")
+        return path, "single point"
+    if case == "nan":
+        p[3, 1] = np.nan
+        path = tmp_path / "nan.npy"
+        np.save(path, p)
+        return path, "NaN or infinite"
+    if case == "inf":
+        p[5, 0] = np.inf
+        path = tmp_path / "inf.xyz"
+        np.savetxt(path, p)
+        return path, "NaN or infinite"
+    if case == "duplicates":
+        path = tmp_path / "dup.ply"
+        write_cloud(path, np.concatenate([p, p[:4]]))
+        return path, "4 of 24 points repeat"
+    if case == "identical":
+        path = tmp_path / "same.npy"
+        np.save(path, np.ones((10, 3)))
+        return path, "all 10 points are identical"
+    if case == "not a cloud":
+        path = tmp_path / "photo.ply"
+        path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(100))
+        return path, "is not a PLY point cloud"
+    if case == "text":
+        path = tmp_path / "notes.xyz"
+        path.write_text("hello world\nthis is not xyz\n")
+        return path, "is not a XYZ point cloud"
+    if case == "2d":
+        path = tmp_path / "flat.npy"
+        np.save(path, p[:, :2])
+        return path, "holds 2D points"
+    if case == "missing":
+        return tmp_path / "nope.ply", "no such file"
+    if case == "format":
+        path = tmp_path / "c.obj"
+        path.write_text("v 0 0 0\n")
+        return path, "unsupported point-cloud format .obj"
+    raise AssertionError(case)
+
+
+BAD = ["empty", "single point", "nan", "inf", "duplicates", "identical", "not a cloud", "text", "2d", "missing", "format"]
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_pointcloud_eval_bad_inputs_exit_2(tmp_path, case, capsys):
+    import numpy as np
+
+    from inr.cli import main
+
+    good = tmp_path / "good.npy"
+    np.save(good, _sphere_points(30))
+    bad, message = _bad_cloud(tmp_path, case)
+    out = tmp_path / "m.json"
+    assert main(["pointcloud", "eval", str(bad), str(good), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("inr: error: ") and str(bad) in err and message in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_pointcloud_eval_cli_known_values(tmp_path, capsys):
+    import json
+
+    import numpy as np
+
+    from inr.cli import main
+
+    gt = _sphere_points(2000, seed=0)
+    pred = gt + np.array([0.003, 0.0, 0.0])  # every point moved by 0.003
+    np.save(tmp_path / "gt.npy", gt)
+    np.save(tmp_path / "pred.npy", pred)
+    assert main(["pointcloud", "eval", str(tmp_path / "pred.npy"), str(tmp_path / "gt.npy"), "--out", str(tmp_path / "m.json")]) == 0
+    m = json.loads(capsys.readouterr().out)
+    assert m == json.loads((tmp_path / "m.json").read_text())
+    # nearest neighbours are at most the shift away
+    assert m["hausdorff"] <= 0.003 + 1e-9 and m["chamfer_l1"] <= 0.003 + 1e-9
+    diag = float(np.linalg.norm(gt.max(0) - gt.min(0)))
+    assert m["threshold"] == pytest.approx(0.01 * diag) and m["fscore"] == 1.0
+    assert (m["pred_points"], m["gt_points"]) == (2000, 2000)
+    # duplicates can be dropped on request
+    np.save(tmp_path / "dup.npy", np.concatenate([pred, pred[:10]]))
+    assert main(["pointcloud", "eval", str(tmp_path / "dup.npy"), str(tmp_path / "gt.npy"), "--drop-duplicates"]) == 0
+    assert json.loads(capsys.readouterr().out)["pred_points"] == 2000
