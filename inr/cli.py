@@ -48,6 +48,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _add_run_options(p: argparse.ArgumentParser, default_steps: str, default_out: str) -> None:
+    """--steps, --time-budget, --out, --resume, --overwrite of the training commands."""
+    p.add_argument("--steps", type=_positive_int, help=f"optimizer steps (default: {default_steps}; with only --time-budget, unbounded)")
+    p.add_argument("--time-budget", type=_positive_float, metavar="SECONDS",
+                   help="stop after this many training seconds (compile included, evaluation excluded)")
+    p.add_argument("--out", metavar="DIR", help=f"output folder (default: {default_out})")
+    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+
+
 def _add_fit_options(p: argparse.ArgumentParser, kind: Optional[str]) -> None:
     p.add_argument("--steps", type=_positive_int, help="optimizer steps (default: the preset's; with only "
                    "--time-budget, unbounded)")
@@ -117,11 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "DIR/renders/, curve.png, config.yaml, checkpoints/last.ckpt.")
     p.add_argument("scene", metavar="SCENE", nargs="?", help="scene folder (default: the bundled scenes/tabletop)")
     p.add_argument("--preset", default="ngp", help="ngp (default), nerf, or a YAML file")
-    p.add_argument("--steps", type=_positive_int, help="optimizer steps (default: the preset's; with only --time-budget, unbounded)")
-    p.add_argument("--time-budget", type=_positive_float, metavar="SECONDS", help="stop after this many training seconds")
-    p.add_argument("--out", metavar="DIR", help="output folder (default: runs/nerf-<preset>-<time>)")
-    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
-    p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    _add_run_options(p, "the preset's", "runs/nerf-<preset>-<time>")
     p.add_argument("--downscale", type=_positive_int, default=1, help="divide image sizes by this factor")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--devices", type=_positive_int, default=1,
@@ -151,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="density level of the surface (default: ln 2 / marching step, where a step is half opaque)")
     p.add_argument("--points", metavar="FILE", help="point cloud file: .ply, .pcd or .xyz")
     p.add_argument("--num-points", type=_positive_int, default=200_000, help="rays cast for --points (default 200000)")
-    pc = sub.add_parser("pointcloud", help="point clouds (eval)",
+    pc = sub.add_parser("pointcloud", help="point clouds (eval, train)",
                         description="Point-cloud tools. Files: PLY (ascii/binary), PCD, XYZ, NPY.")
     psub = pc.add_subparsers(dest="pointcloud_command", metavar="ACTION", required=True)
     p = psub.add_parser("eval", help="distances between a predicted and a ground-truth cloud",
@@ -164,11 +170,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="F-score distance threshold (default: 0.01 x the ground truth's bounding-box diagonal)")
     p.add_argument("--out", metavar="FILE", help="also write the JSON here")
     p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
+    p = psub.add_parser("train", help="train the reconstruction network on generated or given shapes",
+                        description="Train the two-stage network (sparse stacked hourglass + transformer) on pairs "
+                        "made on the fly: clean dense surface samples as targets, copies with noise, sparsity, "
+                        "outliers and holes as inputs. Writes DIR/model.pt (the weights), metrics.json, checkpoints.")
+    p.add_argument("--meshes", metavar="DIR", help="train on these meshes (.ply/.obj/.off/.stl/.glb) instead of synthetic shapes")
+    _add_run_options(p, "4000", "runs/pointcloud")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-every", type=_positive_int, default=200, help="steps between validation measurements")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets", help="train.KEY=VALUE or model.KEY=VALUE")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
 def cmd_pointcloud(args: argparse.Namespace) -> int:
     import json
+
+    if args.pointcloud_command == "train":
+        from .tasks.pointcloud_train import PointCloudTrainOptions, run_pointcloud_train
+
+        opts = PointCloudTrainOptions(meshes=args.meshes, out=args.out, steps=args.steps, time_budget=args.time_budget,
+                                      seed=args.seed, overrides=_parse_sets(args.sets), progress=not args.no_progress,
+                                      overwrite=args.overwrite, eval_every=args.eval_every)
+        r = run_pointcloud_train(opts, resume=Path(args.resume) if args.resume else None)
+        print(f"trained {r['steps']} steps in {r['seconds']:.1f} s; validation Chamfer output/input "
+              f"{r['validation_chamfer_ratio']:.3f}; weights {r['weights']}")
+        return 0
 
     from .tasks.outputs import write_json
     from .tasks.pointcloud import evaluate_files

@@ -241,3 +241,115 @@ def test_pointcloud_eval_cli_known_values(tmp_path, capsys):
     np.save(tmp_path / "dup.npy", np.concatenate([pred, pred[:10]]))
     assert main(["pointcloud", "eval", str(tmp_path / "dup.npy"), str(tmp_path / "gt.npy"), "--drop-duplicates"]) == 0
     assert json.loads(capsys.readouterr().out)["pred_points"] == 2000
+
+
+def test_primitive_sdfs_hand_computed():
+    import numpy as np
+
+    from inr.pointcloud import shapes as S
+
+    p = np.array([[0.0, 0, 0], [1.0, 0, 0], [0.5, 0.5, 0], [0, 0, 2.0]])
+    np.testing.assert_allclose(S.sphere(0.5)(p), [-0.5, 0.5, np.sqrt(0.5) - 0.5, 1.5])
+    np.testing.assert_allclose(S.box(np.array([0.5, 0.5, 0.5]))(p), [-0.5, 0.5, 0.0, 1.5])
+    np.testing.assert_allclose(S.cylinder(0.25, 1.0)(p), [-0.25, 0.75, np.sqrt(0.5) - 0.25, 1.0])
+    np.testing.assert_allclose(S.torus(1.0, 0.25)(p), [0.75, -0.25, 1 - np.sqrt(0.5) - 0.25, np.sqrt(5) - 0.25])
+    # a rotated, shifted sphere: distance from the new centre
+    R = np.array([[0.0, -1, 0], [1, 0, 0], [0, 0, 1]])
+    f = S.transformed(S.sphere(0.5), R, np.array([1.0, 0, 0]))
+    np.testing.assert_allclose(f(p[:2]), [0.5, -0.5])
+    np.testing.assert_allclose(S.union([S.sphere(0.5), f])(p[:2]), [-0.5, -0.5])
+
+
+def test_sdf_mesh_and_corruption_statistics():
+    import numpy as np
+
+    from inr.pointcloud.shapes import Corruption, corrupt, sample_surface, sdf_mesh, sphere
+
+    mesh = sdf_mesh(sphere(0.5), resolution=48)
+    assert mesh.is_watertight
+    rng = np.random.default_rng(0)
+    clean = sample_surface(mesh, 20000, rng)
+    assert abs(np.linalg.norm(clean, axis=1).mean() - 0.5) < 0.005
+    diag = float(np.linalg.norm(clean.max(0) - clean.min(0)))
+    noisy = corrupt(clean, rng, Corruption(noise=(0.01, 0.01), sparsity=(8, 8), outliers=(0, 0), holes=(0, 0)))
+    assert len(noisy) == 2500
+    # radial error of Gaussian noise with sigma = 1 % of the diagonal: E|n . r| = sigma sqrt(2/pi)
+    radial = np.abs(np.linalg.norm(noisy, axis=1) - 0.5)
+    assert radial.mean() == pytest.approx(0.01 * diag * np.sqrt(2 / np.pi), rel=0.15)
+    with_outliers = corrupt(clean, rng, Corruption(noise=(0, 0), sparsity=(4, 4), outliers=(0.05, 0.05), holes=(0, 0)))
+    far = np.abs(np.linalg.norm(with_outliers, axis=1) - 0.5) > 0.02
+    assert 0.03 < far.mean() <= 0.05  # uniform outliers, a few of which land near the surface
+    holed = corrupt(clean, rng, Corruption(noise=(0, 0), sparsity=(1, 1), outliers=(0, 0), holes=(3, 3), hole_radius=(0.1, 0.1)))
+    assert len(holed) < len(clean)
+
+
+def _fixed_pair(n_clean=6000, seed=0):
+    import numpy as np
+
+    from inr.pointcloud.shapes import Corruption, box, corrupt, sample_surface, sdf_mesh, transformed
+
+    rng = np.random.default_rng(seed)
+    mesh = sdf_mesh(transformed(box(np.array([0.5, 0.35, 0.25])), np.eye(3), np.zeros(3)), resolution=40)
+    clean = sample_surface(mesh, n_clean, rng)
+    noisy = corrupt(clean, rng, Corruption(noise=(0.01, 0.01), sparsity=(4, 4), outliers=(0.02, 0.02), holes=(0, 0)))
+    return torch.from_numpy(noisy).float(), torch.from_numpy(clean).float()
+
+
+def test_reconstruction_network_overfits_one_shape():
+    # the whole two-stage model must learn one noisy box: occupancy right on most candidate
+    # voxels, and output points closer to the clean surface than the noisy input
+    from inr.pointcloud.metrics import compare
+    from inr.pointcloud.network import ReconstructionConfig
+    from inr.pointcloud.reconstruct import Reconstructor
+
+    torch.manual_seed(0)
+    noisy, clean = _fixed_pair()
+    model = Reconstructor(ReconstructionConfig(width=16, d_model=32, layers=1), voxels_per_diagonal=20)
+    opt = torch.optim.Adam(model.parameters(), 3e-3)
+    for _ in range(60):
+        out = model(noisy, clean)
+        opt.zero_grad()
+        out["loss"].backward()
+        opt.step()
+    assert float(out["accuracy"]) > 0.9
+    pts, voxel = model.reconstruct(noisy)
+    assert len(pts) > 0 and len(voxel) == len(pts)
+    before = compare(noisy.double().numpy(), clean.double().numpy(), 0.01)["chamfer_l1"]
+    after = compare(pts.double().numpy(), clean.double().numpy(), 0.01)["chamfer_l1"]
+    assert after < 0.7 * before, (after, before)
+
+
+def test_chamfer_loss_value_and_gradient():
+    from inr.pointcloud.reconstruct import chamfer
+
+    a = torch.tensor([[0.0, 0, 0], [1, 0, 0]], requires_grad=True)
+    b = torch.tensor([[0.0, 0, 0.5], [3, 0, 0]])
+    # a->b: 0.5, 1.118 (to (0,0,0.5)); b->a: 0.5, 2
+    loss = chamfer(a, b)
+    assert float(loss.detach()) == pytest.approx((0.5 + 5**0.5 / 2) / 2 + (0.5 + 2) / 2, rel=1e-6)
+    loss.backward()
+    # d/da0: from a0->b0 (0,0,-1)/2 and b0->a0 (0,0,-1)/2 ; d/da1: a1->b0 (1,0,-0.5)/1.118/2 + b1->a1 (-1,0,0)/2
+    torch.testing.assert_close(a.grad[0], torch.tensor([0.0, 0, -1.0]))
+    torch.testing.assert_close(a.grad[1], torch.tensor([1 / 5**0.5 - 0.5, 0, -0.5 / 5**0.5]), atol=1e-6, rtol=0)
+
+
+def test_pointcloud_train_cli_writes_loadable_weights(tmp_path, capsys):
+    from inr.cli import main
+    from inr.errors import InputError
+    from inr.tasks.pointcloud_train import load_weights
+
+    out = tmp_path / "run"
+    tiny = ["--set", "train.dense_points=3000", "--set", "train.shape_pool=2", "--set", "model.width=8",
+            "--set", "model.d_model=16", "--set", "model.layers=1"]
+    assert main(["pointcloud", "train", "--steps", "2", "--out", str(out), "--eval-every", "1", "--no-progress", *tiny]) == 0
+    assert "validation Chamfer output/input" in capsys.readouterr().out
+    model = load_weights(out / "model.pt")
+    assert model.cfg.width == 8 and model.voxels_per_diagonal == 40.0
+    ck = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, ck["state_dict"][f"model.{k}"])
+    # a second run into the same folder is refused; bad weights are one clear error
+    assert main(["pointcloud", "train", "--steps", "2", "--out", str(out), "--no-progress", *tiny]) == 2
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(InputError, match="not a point-cloud weights file"):
+        load_weights(tmp_path / "bad.pt")

@@ -1,0 +1,151 @@
+"""The two-stage reconstruction network (Deep Point Cloud Reconstruction, Choe et al. 2022).
+
+Stage 1 (voxels): the input voxels and their 26-neighbours are the candidate sites; a sparse
+stacked hourglass (two encoder-decoders of submanifold / down / up convolutions with skips)
+predicts which candidates the clean surface occupies, each hourglass with its own occupancy
+head (intermediate supervision). Stage 2 (points): for each occupied voxel, a transformer reads
+a voxel token (its stage-1 features) and tokens of the nearest input points around it (their
+positions relative to the voxel centre, in voxel units, through the amplified positional
+encoding) and emits K points as offsets from the voxel centre.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, List, NamedTuple, Tuple
+
+import torch
+from torch import nn
+
+from ..encodings.amplified import AmplifiedEncoding
+from .sparse_conv import DownConv3d, SparseTensor, SubmanifoldConv3d, UpConv3d, kernel_offsets
+from .voxel import pack_keys, unpack_keys
+
+
+@dataclass
+class ReconstructionConfig:
+    width: int = 32
+    hourglasses: int = 2
+    depth: int = 2
+    """Down-sampling steps per hourglass."""
+    points_per_voxel: int = 8
+    neighbours: int = 16
+    """Input points read by stage 2 per voxel (nearest to its centre within the 3^3 block)."""
+    d_model: int = 64
+    heads: int = 4
+    layers: int = 2
+    pe: str = "amplified"
+    """'amplified', 'sinusoidal' (amplified with alpha = 0) or 'none' (raw relative positions)."""
+    pe_freqs: int = 4
+    pe_alpha: float = 1.0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def candidate_sites(coords: torch.Tensor, batch: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The voxels within one step (27-neighbourhood) of the given ones: (coords, batch,
+    is_input), sorted by key."""
+    offs = kernel_offsets(3).to(coords.device)
+    all_c = (coords[:, None, :] + offs[None]).reshape(-1, 3)
+    all_b = batch[:, None].expand(-1, 27).reshape(-1)
+    keys = torch.unique(pack_keys(all_c, all_b))
+    is_input = torch.isin(keys, pack_keys(coords, batch))
+    c, b = unpack_keys(keys)
+    return c, b, is_input
+
+
+class _Block(nn.Module):
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.conv, self.norm = SubmanifoldConv3d(c_in, c_out), nn.LayerNorm(c_out)
+
+    def forward(self, x: SparseTensor) -> SparseTensor:
+        y = self.conv(x)
+        return y.replace(torch.relu(self.norm(y.feats)))
+
+
+class Hourglass(nn.Module):
+    def __init__(self, width: int, depth: int) -> None:
+        super().__init__()
+        chans = [width * (1 + k) for k in range(depth + 1)]
+        self.enc = nn.ModuleList([_Block(chans[k], chans[k]) for k in range(depth)])
+        self.down = nn.ModuleList([DownConv3d(chans[k], chans[k + 1]) for k in range(depth)])
+        self.mid = _Block(chans[-1], chans[-1])
+        self.up = nn.ModuleList([UpConv3d(chans[k + 1], chans[k]) for k in range(depth)])
+        self.dec = nn.ModuleList([_Block(chans[k], chans[k]) for k in range(depth)])
+        self.head = SubmanifoldConv3d(chans[0], 1)
+
+    def forward(self, x: SparseTensor) -> Tuple[SparseTensor, torch.Tensor]:
+        skips = []
+        for enc, down in zip(self.enc, self.down):
+            x = enc(x)
+            skips.append(x)
+            x = down(x)
+            x = x.replace(torch.relu(x.feats))
+        x = self.mid(x)
+        for k in reversed(range(len(self.up))):
+            x = self.up[k](x, skips[k])
+            x = self.dec[k](x.replace(torch.relu(x.feats + skips[k].feats)))
+        return x, self.head(x).feats[:, 0]
+
+
+class Stage1Out(NamedTuple):
+    sites: SparseTensor
+    """Candidate voxels with the last hourglass's features."""
+    logits: List[torch.Tensor]
+    """(M,) occupancy logits of every hourglass."""
+
+
+class VoxelNet(nn.Module):
+    """Stage 1: candidate voxels -> occupancy logits per hourglass."""
+
+    IN_FEATURES = 5  # log(1 + count), mean offset (3), is_input
+
+    def __init__(self, cfg: ReconstructionConfig) -> None:
+        super().__init__()
+        self.stem = _Block(self.IN_FEATURES, cfg.width)
+        self.hourglasses = nn.ModuleList([Hourglass(cfg.width, cfg.depth) for _ in range(cfg.hourglasses)])
+        self.mix = nn.ModuleList([nn.Linear(cfg.width + 1, cfg.width) for _ in range(cfg.hourglasses - 1)])
+
+    def forward(self, x: SparseTensor) -> Stage1Out:
+        x = self.stem(x)
+        logits = []
+        for k, hg in enumerate(self.hourglasses):
+            y, logit = hg(x)
+            logits.append(logit)
+            if k < len(self.mix):  # the next hourglass sees these features and this prediction
+                x = y.replace(torch.relu(self.mix[k](torch.cat([y.feats, torch.sigmoid(logit)[:, None]], -1))) + x.feats)
+            else:
+                x = y
+        return Stage1Out(x, logits)
+
+
+class PointNet(nn.Module):
+    """Stage 2: voxel features + neighbouring input points -> K offsets per voxel."""
+
+    def __init__(self, cfg: ReconstructionConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        if cfg.pe == "none":
+            self.pe, pe_dim = None, 3
+        elif cfg.pe in ("amplified", "sinusoidal"):
+            alpha = cfg.pe_alpha if cfg.pe == "amplified" else 0.0
+            self.pe = AmplifiedEncoding(3, num_freqs=cfg.pe_freqs, voxel_size=1.0, alpha=alpha)
+            pe_dim = self.pe.out_dim
+        else:
+            raise ValueError(f"pe must be amplified, sinusoidal or none, got {cfg.pe!r}")
+        self.point_in = nn.Linear(pe_dim, cfg.d_model)
+        self.voxel_in = nn.Linear(cfg.width, cfg.d_model)
+        layer = nn.TransformerEncoderLayer(cfg.d_model, cfg.heads, 2 * cfg.d_model, dropout=0.0, batch_first=True)
+        self.transformer = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
+        self.out = nn.Linear(cfg.d_model, 3 * cfg.points_per_voxel)
+
+    def forward(self, voxel_feats: torch.Tensor, rel: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """voxel_feats (V, width), rel (V, k, 3) neighbour positions in voxel units, mask (V, k)
+        True where padded -> (V, K, 3) offsets in voxel units (within +-1 of the centre)."""
+        enc = rel if self.pe is None else self.pe(rel.reshape(-1, 3)).view(*rel.shape[:2], -1)
+        tokens = torch.cat([self.voxel_in(voxel_feats)[:, None], self.point_in(enc)], 1)
+        pad = torch.cat([torch.zeros_like(mask[:, :1]), mask], 1)
+        h = self.transformer(tokens, src_key_padding_mask=pad)
+        return torch.tanh(self.out(h[:, 0])).view(-1, self.cfg.points_per_voxel, 3)
