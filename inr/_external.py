@@ -35,6 +35,21 @@ def tinycudann() -> ModuleType:
     return _load("tinycudann")
 
 
+def nerfacc() -> ModuleType:
+    """The nerfacc module; its marching kernels need CUDA (raises MissingBackend without it)."""
+    if not torch.cuda.is_available():
+        raise MissingBackend("nerfacc's marching kernels need a CUDA device and none is available")
+    return _load("nerfacc")
+
+
+def has_nerfacc() -> bool:
+    try:
+        nerfacc()
+    except MissingBackend:
+        return False
+    return True
+
+
 def has_tinycudann() -> bool:
     try:
         tinycudann()

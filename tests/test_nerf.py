@@ -29,6 +29,19 @@ def test_every_nerf_preset_trains_two_steps_and_evaluates(tmp_path, preset, caps
     assert "mean: PSNR" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("encoding", ["{encoding: progressive, encoding_options: {num_freqs: 6, levels: 2}}",
+                                      "{encoding: quantized, encoding_options: {resolution: 512, inner: positional}}"])
+def test_any_library_encoding_goes_into_a_nerf_through_the_config(tmp_path, encoding):
+    import yaml
+
+    scene = blender_scene(tmp_path / "s", n_train=3)
+    sets = [x for k, v in yaml.safe_load(encoding).items() for x in ("--set", f"field.{k}={v}")]
+    out = tmp_path / "run"
+    assert main(["nerf", "train", str(scene), "--steps", "2", "--out", str(out), "--no-progress", *FAST, *sets]) == 0
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert cfg["preset"]["field"]["encoding"] == yaml.safe_load(encoding)["encoding"]
+
+
 def test_nerf_learns_a_flat_colour_scene(tmp_path):
     # every view shows the same opaque grey: a few dozen steps must fit it (loss falls >= 10x)
     scene = blender_scene(tmp_path / "g", n_train=3)

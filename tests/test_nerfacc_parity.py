@@ -57,3 +57,50 @@ def test_occupancy_update_matches_nerfacc_estimator():
     torch.testing.assert_close(ours.occs, ref.occs)
     assert torch.equal(ours.binaries, ref.binaries.reshape(-1))
     assert 0 < int(ours.binaries.sum()) < res**3  # the threshold splits the grid
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_nerfacc_marcher_renders_like_the_torch_marcher_on_cuda():
+    # same grid, same toy density: both marchers must give the same image (their sample
+    # positions may differ by where the first step starts, hence the tolerance)
+    from inr.render.occupancy import march
+
+    from .test_render import _camera_rays, _sphere_density
+
+    dev = torch.device("cuda")
+    aabb = torch.tensor([-1.0, -1, -1, 1, 1, 1])
+    step = 2 * 3**0.5 / 256
+    grid = OccupancyGrid(aabb, resolution=32, warmup_steps=100).to(dev)
+    for k in range(16):
+        grid.update(k, lambda p: _sphere_density(p) * step)
+    rays = _camera_rays()
+    rays = type(rays)(rays.origins.to(dev), rays.directions.to(dev))
+
+    def sigma_fn(t0, t1, ri):
+        return _sphere_density(rays.origins[ri] + rays.directions[ri] * ((t0 + t1) / 2)[:, None])
+
+    images = []
+    for backend in ("torch", "nerfacc"):
+        ri, t0, t1 = march(rays, grid, step, sigma_fn=sigma_fn, backend=backend)
+        w, _, _ = render_weights(t0, t1, sigma_fn(t0, t1, ri), ri)
+        images.append(accumulate(w, ri, len(rays)))
+    assert images[0].max() > 0.99
+    torch.testing.assert_close(images[1], images[0], atol=2e-2, rtol=0)
+    assert (images[1] - images[0]).abs().mean() < 2e-3
+
+
+def test_marcher_backend_switch_on_cpu():
+    from inr._external import MissingBackend
+    from inr.render.occupancy import march
+    from inr.render.rays import Rays
+
+    grid = OccupancyGrid([-1.0, -1, -1, 1, 1, 1], resolution=4)
+    rays = Rays(torch.tensor([[0.0, 0, -3]]), torch.tensor([[0.0, 0, 1]]))
+    ri, t0, _ = march(rays, grid, 0.5, backend="auto")  # CPU rays: the torch marcher
+    assert len(ri) == 4 and float(t0[0]) == pytest.approx(2.0)
+    if not torch.cuda.is_available():
+        with pytest.raises(MissingBackend, match="CUDA"):
+            march(rays, grid, 0.5, backend="nerfacc")
+    with pytest.raises(ValueError, match="backend"):
+        march(rays, grid, 0.5, backend="bogus")

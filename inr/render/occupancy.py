@@ -14,6 +14,7 @@ from typing import Callable, Optional, Tuple
 import torch
 from torch import nn
 
+from .. import _external
 from .rays import Rays
 from .volume import render_weights
 
@@ -98,6 +99,7 @@ def march(
     sigma_fn: Optional[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = None,
     early_stop_eps: float = 1e-4,
     alpha_thre: float = 0.0,
+    backend: str = "auto",
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Packed samples (ray_indices, t_starts, t_ends) along rays inside the grid's box.
 
@@ -106,7 +108,15 @@ def march(
     sigmas`, the densities of the kept samples are evaluated once (no gradient) and samples whose
     transmittance is below `early_stop_eps` (early termination) or whose alpha is at most
     `alpha_thre` are dropped, so the costly colour evaluation only sees samples that matter.
+
+    backend: 'torch' (this function's own code, any device), 'nerfacc' (nerfacc's CUDA
+    `OccGridEstimator.sampling` on this grid's cells; CUDA rays only) or 'auto' (nerfacc for
+    CUDA rays when it imports, else torch).
     """
+    if backend not in ("auto", "torch", "nerfacc"):
+        raise ValueError(f"backend must be auto, torch or nerfacc, got {backend!r}")
+    if backend == "nerfacc" or (backend == "auto" and rays.origins.is_cuda and _external.has_nerfacc()):
+        return _march_nerfacc(rays, grid, step_size, near, sigma_fn, early_stop_eps, alpha_thre)
     t_near, t_far = ray_aabb(rays, grid.aabb)
     t_near = t_near.clamp(min=near)
     hit = t_far > t_near
@@ -130,3 +140,19 @@ def march(
         keep = (trans > early_stop_eps) & (alphas > alpha_thre)
         ray_idx, starts, ends = ray_idx[keep], starts[keep], ends[keep]
     return ray_idx, starts, ends
+
+
+def _march_nerfacc(rays, grid, step_size, near, sigma_fn, early_stop_eps, alpha_thre):
+    """march() through nerfacc's CUDA estimator, reading this grid's cells (same x-major layout,
+    one level; `tests/test_nerfacc_parity.py` checks the layout on CPU)."""
+    nerfacc = _external.nerfacc()
+    est = grid.__dict__.get("_nerfacc")
+    if est is None or est.aabbs.device != grid.occs.device:
+        est = nerfacc.OccGridEstimator(roi_aabb=grid.aabb.tolist(), resolution=grid.resolution, levels=1).to(grid.occs.device)
+        grid.__dict__["_nerfacc"] = est  # outside the module tree: not in state dicts
+    r = grid.resolution
+    est.binaries = grid.binaries.view(1, r, r, r)
+    est.occs = grid.occs
+    ri, t0, t1 = est.sampling(rays.origins, rays.directions, sigma_fn=sigma_fn, near_plane=near,
+                              render_step_size=step_size, early_stop_eps=early_stop_eps, alpha_thre=alpha_thre)
+    return ri.long(), t0, t1
