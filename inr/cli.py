@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="density level of the surface (default: ln 2 / marching step, where a step is half opaque)")
     p.add_argument("--points", metavar="FILE", help="point cloud file: .ply, .pcd or .xyz")
     p.add_argument("--num-points", type=_positive_int, default=200_000, help="rays cast for --points (default 200000)")
-    pc = sub.add_parser("pointcloud", help="point clouds (eval, train)",
+    pc = sub.add_parser("pointcloud", help="point clouds (denoise, densify, reconstruct, eval, train)",
                         description="Point-cloud tools. Files: PLY (ascii/binary), PCD, XYZ, NPY.")
     psub = pc.add_subparsers(dest="pointcloud_command", metavar="ACTION", required=True)
     p = psub.add_parser("eval", help="distances between a predicted and a ground-truth cloud",
@@ -170,6 +170,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="F-score distance threshold (default: 0.01 x the ground truth's bounding-box diagonal)")
     p.add_argument("--out", metavar="FILE", help="also write the JSON here")
     p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
+    for name, what in (("denoise", "remove noise and outliers (as many points out as in)"),
+                       ("densify", "add points on the surface (--factor times as many)"),
+                       ("reconstruct", "denoise and densify at once")):
+        p = psub.add_parser(name, help=what, description=f"{what[0].upper() + what[1:]}, with the trained "
+                            "two-stage network (the shipped weights, or --weights).")
+        p.add_argument("inp", metavar="IN")
+        p.add_argument("out", metavar="OUT")
+        p.add_argument("--weights", metavar="FILE", help="model.pt of `inr pointcloud train` (default: the shipped weights)")
+        p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
+        if name != "denoise":
+            p.add_argument("--factor", type=_positive_float, default=4.0, help="output points per input point (default 4)")
+        else:
+            p.add_argument("--baseline", choices=["open3d"], help="Open3D statistical outlier removal "
+                           "(20 neighbours, 2 standard deviations) instead of the network, to compare")
     p = psub.add_parser("train", help="train the reconstruction network on generated or given shapes",
                         description="Train the two-stage network (sparse stacked hourglass + transformer) on pairs "
                         "made on the fly: clean dense surface samples as targets, copies with noise, sparsity, "
@@ -200,6 +214,13 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
     from .tasks.outputs import write_json
     from .tasks.pointcloud import evaluate_files
 
+    if args.pointcloud_command in ("denoise", "densify", "reconstruct"):
+        from .tasks.pointcloud import process_file
+
+        r = process_file(args.pointcloud_command, Path(args.inp), Path(args.out), args.weights, getattr(args, "factor", 4.0),
+                         getattr(args, "baseline", None), args.drop_duplicates)
+        print(f"wrote {args.out}: {r['output_points']:,} points from {r['input_points']:,} ({r['method']})")
+        return 0
     r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)
     if args.out:
         if not Path(args.out).parent.is_dir():

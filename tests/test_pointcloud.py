@@ -353,3 +353,67 @@ def test_pointcloud_train_cli_writes_loadable_weights(tmp_path, capsys):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="not a point-cloud weights file"):
         load_weights(tmp_path / "bad.pt")
+
+
+@pytest.fixture(scope="module")
+def tiny_weights(tmp_path_factory):
+    from inr.cli import main
+
+    out = tmp_path_factory.mktemp("pc") / "run"
+    assert main(["pointcloud", "train", "--steps", "2", "--out", str(out), "--eval-every", "2", "--no-progress",
+                 "--set", "train.dense_points=3000", "--set", "train.shape_pool=2", "--set", "model.width=8",
+                 "--set", "model.d_model=16", "--set", "model.layers=1"]) == 0
+    return out / "model.pt"
+
+
+def test_denoise_densify_reconstruct_cli(tmp_path, tiny_weights, capsys):
+    import numpy as np
+
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud
+
+    pts = _sphere_points(800, noise=0.01)
+    np.save(tmp_path / "in.npy", pts)
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "d.ply"), "--weights", str(tiny_weights)]) == 0
+    out, _ = read_cloud(tmp_path / "d.ply")
+    assert 0 < len(out) <= 800  # as many points out as in, at most
+    assert "network" in capsys.readouterr().out
+    for cmd in ("densify", "reconstruct"):
+        assert main(["pointcloud", cmd, str(tmp_path / "in.npy"), str(tmp_path / f"{cmd}.xyz"), "--factor", "2",
+                     "--weights", str(tiny_weights)]) == 0
+        assert 0 < len(read_cloud(tmp_path / f"{cmd}.xyz")[0]) <= 1600
+
+
+def test_denoise_open3d_baseline_removes_far_outliers(tmp_path, capsys):
+    import numpy as np
+
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud
+
+    pts = _sphere_points(2000)
+    far = np.array([[5.0, 0, 0], [0, -6, 0], [0, 0, 7], [4, 4, 4], [-5, 5, 0]])
+    np.save(tmp_path / "in.npy", np.concatenate([pts, far]))
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--baseline", "open3d"]) == 0
+    out, _ = read_cloud(tmp_path / "out.npy")
+    assert np.linalg.norm(out, axis=1).max() < 1.01  # every far outlier removed
+    assert len(out) >= 0.95 * 2000  # and almost nothing of the sphere
+    assert "remove_statistical_outlier" in capsys.readouterr().out
+
+
+def test_denoise_bad_requests_exit_2(tmp_path, capsys):
+    import numpy as np
+
+    from inr.cli import main
+
+    np.save(tmp_path / "in.npy", _sphere_points(100))
+    cases = [
+        (["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "o.obj"), "--baseline", "open3d"], "unsupported point-cloud format"),
+        (["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "no" / "o.ply"), "--baseline", "open3d"], "no such folder"),
+        (["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "o.ply"), "--weights", str(tmp_path / "w.pt")], "no such weights file"),
+        (["pointcloud", "densify", str(tmp_path / "missing.ply"), str(tmp_path / "o.ply")], "no such file"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npy"]

@@ -36,3 +36,60 @@ def evaluate_files(pred: Path, gt: Path, threshold: Optional[float] = None, drop
         "chamfer_l1_form": "(mean_p min_g |p-g| + mean_g min_p |g-p|) / 2",
     })
     return out
+
+
+STATISTICAL_OUTLIER = {"nb_neighbors": 20, "std_ratio": 2.0}
+"""The --baseline open3d parameters: a point is dropped when its mean distance to its 20 nearest
+neighbours exceeds the cloud's mean of that distance by more than 2 standard deviations."""
+
+DEFAULT_WEIGHTS = "pointcloud.pt"
+
+
+def default_weights() -> Path:
+    from .._resources import data_dir
+
+    return data_dir("assets") / DEFAULT_WEIGHTS
+
+
+def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
+                 baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0) -> Dict[str, Any]:
+    """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
+    the network always denoises) a cloud file into another; or the Open3D baseline for denoise."""
+    from ..data.pointclouds import FORMATS, write_cloud
+
+    if out.suffix.lower() not in FORMATS:
+        raise InputError(out, f"unsupported point-cloud format {out.suffix or '(none)'}; use one of {', '.join(FORMATS)}")
+    if not out.parent.is_dir():
+        raise InputError(out.parent, "no such folder")
+    if factor <= 0:
+        raise InputError(None, f"--factor must be > 0, got {factor}")
+    points, _ = read_cloud(inp, "drop" if drop_duplicates else "error")
+    if baseline is not None:
+        if baseline != "open3d" or mode != "denoise":
+            raise InputError(None, "--baseline open3d is only for denoise")
+        import open3d as o3d
+
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+        _, kept = cloud.remove_statistical_outlier(**STATISTICAL_OUTLIER)
+        result = points[np.asarray(kept, dtype=np.int64)]
+        method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
+    else:
+        import torch
+
+        from .pointcloud_train import load_weights
+
+        path = Path(weights) if weights else default_weights()
+        if not weights and not path.is_file():
+            raise InputError(path, "no trained weights are shipped yet; pass --weights DIR/model.pt from `inr pointcloud train`")
+        model = load_weights(path)
+        pts, _ = model.reconstruct(torch.from_numpy(points).float())
+        pts = pts.double().numpy()
+        want = len(points) if mode == "denoise" else int(round(factor * len(points)))
+        if len(pts) > want:
+            pts = pts[np.random.default_rng(seed).choice(len(pts), want, replace=False)]
+        result = pts
+        method = f"network {path}"
+    if len(result) == 0:
+        raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
+    write_cloud(out, result)
+    return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method}
