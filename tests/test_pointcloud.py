@@ -417,3 +417,20 @@ def test_denoise_bad_requests_exit_2(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, (argv, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npy"]
+
+
+def test_shipped_weights_denoise_a_noisy_sphere(tmp_path, capsys):
+    # the weights in assets/ (made by the command in assets/README.md) work right after setup
+    import numpy as np
+
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud
+    from inr.pointcloud.metrics import compare
+
+    clean = _sphere_points(20000, seed=3)
+    noisy = clean[::4] + np.random.default_rng(4).normal(scale=0.01 * 2 * np.sqrt(3), size=(5000, 3))
+    np.save(tmp_path / "in.npy", noisy)
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.ply")]) == 0
+    out, _ = read_cloud(tmp_path / "out.ply")
+    assert len(out) == 5000
+    assert compare(out, clean, 0.01)["chamfer_l1"] < 0.8 * compare(noisy, clean, 0.01)["chamfer_l1"]
