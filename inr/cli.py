@@ -251,16 +251,21 @@ def cmd_nerf(args: argparse.Namespace) -> int:
         print(f"wrote {args.out} ({r['frames']} frames, {r['width']}x{r['height']}, {r['fps']} fps)")
         return 0
     if args.nerf_command == "export":
-        from .tasks.nerf_export import export_mesh, export_points
+        from .tasks.nerf_export import MESH_FORMATS, POINT_FORMATS, _check_suffix, export_mesh, export_points
+        from .tasks.nerf_fit import load_nerf_run
 
         if not args.mesh and not args.points:
             raise InputError(None, "nerf export needs --mesh FILE and/or --points FILE")
+        for path, formats, what in ((args.mesh, MESH_FORMATS, "mesh"), (args.points, POINT_FORMATS, "point cloud")):
+            if path:
+                _check_suffix(Path(path), formats, what)
+        loaded = load_nerf_run(Path(args.run))  # once for both exports (loading compiles the field)
         if args.mesh:
-            r = export_mesh(Path(args.run), Path(args.mesh), args.resolution, args.threshold)
+            r = export_mesh(Path(args.run), Path(args.mesh), args.resolution, args.threshold, loaded)
             print(f"wrote {args.mesh} ({r['vertices']:,} vertices, {r['faces']:,} faces, density level {r['threshold']:.3g}, "
                   f"{'watertight' if r['watertight'] else 'not watertight'})")
         if args.points:
-            r = export_points(Path(args.run), Path(args.points), args.num_points)
+            r = export_points(Path(args.run), Path(args.points), args.num_points, loaded=loaded)
             print(f"wrote {args.points} ({r['points']:,} points from {r['rays']:,} rays)")
         return 0
     from .tasks.nerf_fit import eval_run

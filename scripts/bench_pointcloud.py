@@ -27,7 +27,7 @@ from benchlib import save, table  # noqa: E402
 
 from inr.pointcloud.metrics import compare  # noqa: E402
 from inr.pointcloud.shapes import Corruption, corrupt, random_shape, sample_surface, sdf_mesh  # noqa: E402
-from inr.tasks.pointcloud import STATISTICAL_OUTLIER  # noqa: E402
+from inr.tasks.pointcloud import statistical_outlier_baseline as baseline  # noqa: E402
 from inr.tasks.pointcloud_train import load_weights  # noqa: E402
 
 CASES = {
@@ -35,14 +35,6 @@ CASES = {
     "noise 2%": Corruption(noise=(0.02, 0.02), sparsity=(4, 4), outliers=(0, 0), holes=(0, 0)),
     "noise 1% + 5% outliers": Corruption(noise=(0.01, 0.01), sparsity=(4, 4), outliers=(0.05, 0.05), holes=(0, 0)),
 }
-
-
-def baseline(points: np.ndarray) -> np.ndarray:
-    import open3d as o3d
-
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
-    _, kept = cloud.remove_statistical_outlier(**STATISTICAL_OUTLIER)
-    return points[np.asarray(kept, dtype=np.int64)]
 
 
 def main() -> None:

@@ -113,13 +113,16 @@ class Reconstructor(nn.Module):
         gt_keys = torch.unique(pack_keys(torch.floor(v).long(), torch.zeros(len(v), dtype=torch.long)))
         target = torch.isin(x.keys, gt_keys).float()
         bce = sum(nn.functional.binary_cross_entropy_with_logits(lg, target) for lg in out.logits) / len(out.logits)
-        rows = target.nonzero()[:, 0]  # teacher forcing: stage 2 learns on the true voxels
-        centres = x.coords[rows].float() + 0.5
-        rel, mask = neighbours(centres, u, self.cfg.neighbours)
-        pts = centres[:, None, :] + self.stage2(out.sites.feats[rows], rel, mask)
+        pts = self._points(x, out, target.nonzero()[:, 0], u)  # teacher forcing: stage 2 learns on the true voxels
         cd = chamfer(pts.reshape(-1, 3), v)
         acc = ((out.logits[-1] > 0).float() == target).float().mean()
         return {"loss": bce + cd, "bce": bce.detach(), "chamfer": cd.detach(), "accuracy": acc.detach()}
+
+    def _points(self, x: SparseTensor, out, rows: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Stage 2 on candidate rows: (V, K, 3) points in voxel units."""
+        centres = x.coords[rows].float() + 0.5
+        rel, mask = neighbours(centres, u, self.cfg.neighbours)
+        return centres[:, None, :] + self.stage2(out.sites.feats[rows], rel, mask)
 
     @torch.no_grad()
     def reconstruct(self, noisy: torch.Tensor, threshold: float = 0.5) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -129,8 +132,6 @@ class Reconstructor(nn.Module):
         x = candidate_input(u)
         out = self.stage1(x)
         rows = (torch.sigmoid(out.logits[-1]) > threshold).nonzero()[:, 0]
-        centres = x.coords[rows].float() + 0.5
-        rel, mask = neighbours(centres, u, self.cfg.neighbours)
-        pts = centres[:, None, :] + self.stage2(out.sites.feats[rows], rel, mask)
+        pts = self._points(x, out, rows, u)
         voxel_index = torch.arange(len(rows)).repeat_interleave(self.cfg.points_per_voxel)
         return from_voxel_units(pts.reshape(-1, 3), frame), voxel_index

@@ -72,15 +72,15 @@ def _masked_density(module: NerfModule):
     return fn
 
 
-def export_mesh(run_dir: Path, out: Path, resolution: int = 256, threshold: Optional[float] = None) -> Dict[str, Any]:
+def export_mesh(run_dir: Path, out: Path, resolution: int = 256, threshold: Optional[float] = None, loaded=None) -> Dict[str, Any]:
     """Marching cubes on the density over the scene box, vertex colours from the field; written
-    with trimesh (.ply, .obj, .glb)."""
+    with trimesh (.ply, .obj, .glb). `loaded`: load_nerf_run(run_dir) when the caller has it."""
     import trimesh
 
     _check_suffix(out, MESH_FORMATS, "mesh")
     if resolution < 8:
         raise InputError(None, f"--resolution must be >= 8, got {resolution}")
-    module, scene, _ = load_nerf_run(run_dir)
+    module, scene, _ = loaded or load_nerf_run(run_dir)
     level = default_threshold(module) if threshold is None else float(threshold)
 
     def color_fn(points, dirs):
@@ -106,12 +106,13 @@ def default_threshold(module: NerfModule) -> float:
     return float(np.log(2.0) / module.step_size)
 
 
-def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity: float = 0.9, seed: int = 0) -> Dict[str, Any]:
+def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity: float = 0.9, seed: int = 0,
+                  loaded=None) -> Dict[str, Any]:
     """Surface points with colours: rays through random pixels of the training views, each
     ending at its expected depth where the ray is nearly opaque; written with open3d."""
     _check_suffix(out, POINT_FORMATS, "point cloud")
     o3d = _open3d()
-    module, scene, _ = load_nerf_run(run_dir)
+    module, scene, _ = loaded or load_nerf_run(run_dir)
     split = scene.splits["train"]
     n_img, h, w = split.images.shape[:3]
     gen = torch.Generator().manual_seed(seed)

@@ -45,6 +45,15 @@ neighbours exceeds the cloud's mean of that distance by more than 2 standard dev
 DEFAULT_WEIGHTS = "pointcloud.pt"
 
 
+def statistical_outlier_baseline(points: np.ndarray) -> np.ndarray:
+    """The points Open3D's remove_statistical_outlier(STATISTICAL_OUTLIER) keeps."""
+    import open3d as o3d
+
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+    _, kept = cloud.remove_statistical_outlier(**STATISTICAL_OUTLIER)
+    return points[np.asarray(kept, dtype=np.int64)]
+
+
 def default_weights() -> Path:
     from .._resources import data_dir
 
@@ -67,11 +76,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if baseline is not None:
         if baseline != "open3d" or mode != "denoise":
             raise InputError(None, "--baseline open3d is only for denoise")
-        import open3d as o3d
-
-        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
-        _, kept = cloud.remove_statistical_outlier(**STATISTICAL_OUTLIER)
-        result = points[np.asarray(kept, dtype=np.int64)]
+        result = statistical_outlier_baseline(points)
         method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
     else:
         import torch
