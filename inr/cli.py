@@ -179,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("out", metavar="OUT")
         p.add_argument("--weights", metavar="FILE", help="model.pt of `inr pointcloud train` (default: the shipped weights)")
         p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
+        p.add_argument("--voxel-size", type=_positive_float, metavar="SIZE",
+                       help="voxel side in the cloud's units (default: bounding-box diagonal / 40, smaller for dense "
+                       "scans so that an occupied voxel holds at most 4 input points on average)")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar (shown when a cloud needs several tiles)")
         if name != "denoise":
             p.add_argument("--factor", type=_positive_float, default=4.0, help="output points per input point (default 4)")
         else:
@@ -218,7 +222,8 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
         from .tasks.pointcloud import process_file
 
         r = process_file(args.pointcloud_command, Path(args.inp), Path(args.out), args.weights, getattr(args, "factor", 4.0),
-                         getattr(args, "baseline", None), args.drop_duplicates)
+                         getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
+                         progress=not args.no_progress)
         print(f"wrote {args.out}: {r['output_points']:,} points from {r['input_points']:,} ({r['method']})")
         return 0
     r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)

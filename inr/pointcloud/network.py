@@ -30,7 +30,9 @@ class ReconstructionConfig:
     """Down-sampling steps per hourglass."""
     points_per_voxel: int = 8
     neighbours: int = 16
-    """Input points read by stage 2 per voxel (nearest to its centre within the 3^3 block)."""
+    """Input points read by stage 2 per voxel: the nearest to its centre within `reach`."""
+    reach: float = 1.5
+    """Neighbours farther than this from the voxel centre (max-norm, voxel units) are ignored."""
     d_model: int = 64
     heads: int = 4
     layers: int = 2
@@ -38,6 +40,8 @@ class ReconstructionConfig:
     """'amplified', 'sinusoidal' (amplified with alpha = 0) or 'none' (raw relative positions)."""
     pe_freqs: int = 4
     pe_alpha: float = 1.0
+    pe_scale: float = 1.0
+    """r of the encoding, in voxels: the slowest band is sin(pi d / r)."""
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -131,7 +135,7 @@ class PointNet(nn.Module):
             self.pe, pe_dim = None, 3
         elif cfg.pe in ("amplified", "sinusoidal"):
             alpha = cfg.pe_alpha if cfg.pe == "amplified" else 0.0
-            self.pe = AmplifiedEncoding(3, num_freqs=cfg.pe_freqs, voxel_size=1.0, alpha=alpha)
+            self.pe = AmplifiedEncoding(3, num_freqs=cfg.pe_freqs, voxel_size=cfg.pe_scale, alpha=alpha)
             pe_dim = self.pe.out_dim
         else:
             raise ValueError(f"pe must be amplified, sinusoidal or none, got {cfg.pe!r}")

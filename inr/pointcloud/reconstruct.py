@@ -1,40 +1,69 @@
 """The reconstruction model end to end: normalisation, voxel features, neighbours, losses.
 
-Clouds are normalised to their bounding-box centre and diagonal (so the model is scale-free),
-and voxelised with `voxels_per_diagonal` voxels along that diagonal; stage 2 works in voxel units.
+Clouds are centred on their bounding box and measured in voxels; stage 2 works in voxel units.
+In training the voxel is the bounding-box diagonal / `voxels_per_diagonal`. At inference the same
+rule holds unless it puts more input points per occupied voxel than training ever showed (a
+dense scan; the model records that density): then the voxel shrinks until the density is back
+in the trained range. Large grids
+are processed in tiles with overlapping margins (`reconstruct`).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
 
+from .knn import knn
 from .network import PointNet, ReconstructionConfig, VoxelNet, candidate_sites
 from .sparse_conv import SparseTensor
-from .voxel import pack_keys
+from .voxel import pack_keys, unpack_keys
+
+DEFAULT_MAX_DENSITY = 4.0
+"""Input points per occupied voxel allowed at inference when the model has not recorded the
+densest input of its training (`Reconstructor.max_density`)."""
+
+TILE, MARGIN = 64, 16
+"""Tile side and overlap margin in voxels. A tile's network sees its points up to MARGIN voxels
+beyond its own block and keeps only the voxels inside the block, so every voxel is decided
+once, by the tile that sees it with the most context."""
 
 
 class Frame(NamedTuple):
     centre: torch.Tensor
-    diag: float
     voxel: float
-    """Voxel side in normalised units (1 / voxels_per_diagonal)."""
+    """Voxel side in world units."""
 
 
-def make_frame(points: torch.Tensor, voxels_per_diagonal: float) -> Frame:
+def density(points: torch.Tensor, voxel: float) -> float:
+    """Mean number of points per occupied voxel of side `voxel`."""
+    ijk = torch.floor((points - points.min(0).values) / voxel).long()
+    return len(points) / len(torch.unique(pack_keys(ijk, torch.zeros(len(ijk), dtype=torch.long))))
+
+
+def make_frame(points: torch.Tensor, voxels_per_diagonal: float, max_density: Optional[float] = None) -> Frame:
+    """The voxel is diagonal / voxels_per_diagonal, or smaller where max_density asks for it
+    (bisection on a log scale: density grows with the voxel)."""
     lo, hi = points.min(0).values, points.max(0).values
-    return Frame((lo + hi) / 2, float((hi - lo).norm()), 1.0 / voxels_per_diagonal)
+    voxel = float((hi - lo).norm()) / voxels_per_diagonal
+    if max_density is not None and density(points, voxel) > max_density:
+        small, big = voxel / 256, voxel
+        for _ in range(16):
+            mid = (small * big) ** 0.5
+            small, big = (mid, big) if density(points, mid) <= max_density else (small, mid)
+        voxel = small
+    return Frame((lo + hi) / 2, voxel)
 
 
 def to_voxel_units(points: torch.Tensor, frame: Frame) -> torch.Tensor:
     """World points -> coordinates in voxels (voxel (i, j, k) spans [i, i+1) x ...)."""
-    return (points - frame.centre) / frame.diag / frame.voxel
+    return (points - frame.centre) / frame.voxel
 
 
 def from_voxel_units(u: torch.Tensor, frame: Frame) -> torch.Tensor:
-    return u * frame.voxel * frame.diag + frame.centre
+    return u * frame.voxel + frame.centre
 
 
 def candidate_input(u: torch.Tensor) -> SparseTensor:
@@ -58,29 +87,22 @@ def candidate_input(u: torch.Tensor) -> SparseTensor:
     return SparseTensor(coords, feats, batch, _sorted_keys=keys)
 
 
-def neighbours(centres: torch.Tensor, u: torch.Tensor, k: int, chunk: int = 2048) -> Tuple[torch.Tensor, torch.Tensor]:
+def neighbours(centres: torch.Tensor, u: torch.Tensor, k: int, reach: float = 1.5) -> Tuple[torch.Tensor, torch.Tensor]:
     """The k input points nearest each voxel centre (V, 3) among u (N, 3), as positions relative
-    to the centre (V, k, 3), and a mask (V, k), True where the point is outside the voxel's 3^3
-    block (or missing) and must be ignored."""
-    k_eff = min(k, len(u))
-    rels, masks = [], []
-    for s in range(0, len(centres), chunk):
-        c = centres[s : s + chunk]
-        d, idx = torch.cdist(c, u).topk(k_eff, dim=1, largest=False)
-        rel = u[idx] - c[:, None, :]
-        mask = rel.abs().amax(-1) > 1.5
-        if k_eff < k:
-            rel = torch.cat([rel, torch.zeros(len(c), k - k_eff, 3)], 1)
-            mask = torch.cat([mask, torch.ones(len(c), k - k_eff, dtype=torch.bool)], 1)
-        rels.append(torch.where(mask[..., None], torch.zeros_like(rel), rel))
-        masks.append(mask)
-    return torch.cat(rels), torch.cat(masks)
+    to the centre (V, k, 3), and a mask (V, k), True where the point is farther than `reach`
+    (max-norm; 1.5 is the voxel's 3^3 block) or missing, and must be ignored."""
+    idx, _ = knn(centres, u, k)
+    rel = u[idx] - centres[:, None, :]
+    mask = rel.abs().amax(-1) > reach
+    if idx.shape[1] < k:
+        rel = torch.cat([rel, torch.zeros(len(centres), k - idx.shape[1], 3)], 1)
+        mask = torch.cat([mask, torch.ones(len(centres), k - idx.shape[1], dtype=torch.bool)], 1)
+    return torch.where(mask[..., None], torch.zeros_like(rel), rel), mask
 
 
-def nearest_index(x: torch.Tensor, y: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
-    """Index into y of each x's nearest point (no gradient), in chunks of x."""
-    with torch.no_grad():
-        return torch.cat([torch.cdist(x[s : s + chunk], y).argmin(1) for s in range(0, len(x), chunk)])
+def nearest_index(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Index into y of each x's nearest point (no gradient)."""
+    return knn(x, y, 1)[0][:, 0]
 
 
 def chamfer(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -104,16 +126,26 @@ class Reconstructor(nn.Module):
         self.voxels_per_diagonal = float(voxels_per_diagonal)
         self.stage1 = VoxelNet(self.cfg)
         self.stage2 = PointNet(self.cfg)
+        # the most input points per occupied voxel seen in training: inference stays at or below it
+        self.register_buffer("max_density", torch.tensor(0.0))
 
-    def forward(self, noisy: torch.Tensor, clean: torch.Tensor) -> Dict[str, torch.Tensor]:
+    def forward(self, noisy: torch.Tensor, clean: torch.Tensor, on_predicted: bool = True) -> Dict[str, torch.Tensor]:
+        """Losses of one pair. Stage 2 places points in the true voxels and, with on_predicted,
+        also in the voxels stage 1 wrongly predicts occupied: there, as at inference, its points
+        must move to the nearby surface."""
         frame = make_frame(noisy, self.voxels_per_diagonal)
+        if self.training:
+            self.max_density.fill_(max(float(self.max_density), density(noisy, frame.voxel)))
         u, v = to_voxel_units(noisy, frame), to_voxel_units(clean, frame)
         x = candidate_input(u)
         out = self.stage1(x)
         gt_keys = torch.unique(pack_keys(torch.floor(v).long(), torch.zeros(len(v), dtype=torch.long)))
         target = torch.isin(x.keys, gt_keys).float()
         bce = sum(nn.functional.binary_cross_entropy_with_logits(lg, target) for lg in out.logits) / len(out.logits)
-        pts = self._points(x, out, target.nonzero()[:, 0], u)  # teacher forcing: stage 2 learns on the true voxels
+        chosen = target > 0
+        if on_predicted:
+            chosen |= out.logits[-1].detach() > 0
+        pts = self._points(x, out, chosen.nonzero()[:, 0], u)
         cd = chamfer(pts.reshape(-1, 3), v)
         acc = ((out.logits[-1] > 0).float() == target).float().mean()
         return {"loss": bce + cd, "bce": bce.detach(), "chamfer": cd.detach(), "accuracy": acc.detach()}
@@ -121,17 +153,50 @@ class Reconstructor(nn.Module):
     def _points(self, x: SparseTensor, out, rows: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Stage 2 on candidate rows: (V, K, 3) points in voxel units."""
         centres = x.coords[rows].float() + 0.5
-        rel, mask = neighbours(centres, u, self.cfg.neighbours)
+        rel, mask = neighbours(centres, u, self.cfg.neighbours, self.cfg.reach)
         return centres[:, None, :] + self.stage2(out.sites.feats[rows], rel, mask)
 
     @torch.no_grad()
-    def reconstruct(self, noisy: torch.Tensor, threshold: float = 0.5) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(points (V * K, 3) in world units, voxel index (V * K,)) of the predicted surface."""
-        frame = make_frame(noisy, self.voxels_per_diagonal)
+    def reconstruct(self, noisy: torch.Tensor, threshold: float = 0.5, voxel: Optional[float] = None,
+                    tile: int = TILE, margin: int = MARGIN, progress: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(points (V * K, 3) in world units, voxel index (V * K,)) of the predicted surface.
+
+        voxel: the voxel side in world units (default: the frame rule of the module docstring).
+        Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
+        progress bar on stderr when `progress` is set."""
+        frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
+        if voxel is not None:
+            frame = Frame(frame.centre, float(voxel))
         u = to_voxel_units(noisy, frame)
-        x = candidate_input(u)
-        out = self.stage1(x)
-        rows = (torch.sigmoid(out.logits[-1]) > threshold).nonzero()[:, 0]
-        pts = self._points(x, out, rows, u)
-        voxel_index = torch.arange(len(rows)).repeat_interleave(self.cfg.points_per_voxel)
-        return from_voxel_units(pts.reshape(-1, 3), frame), voxel_index
+        ijk = torch.floor(u).long()
+        lo = ijk.min(0).values - 1  # candidates reach one voxel beyond the points
+        starts = self._tile_starts(ijk, lo, tile)
+        if len(starts) > 1 and progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, desc="tiles", unit="tile", file=sys.stderr)
+        chunks = []
+        for start in starts:
+            near = ((ijk >= start - margin) & (ijk < start + tile + margin)).all(1) if len(starts) > 1 else slice(None)
+            u_t = u[near]
+            x = candidate_input(u_t)
+            out = self.stage1(x)
+            keep = torch.sigmoid(out.logits[-1]) > threshold
+            if len(starts) > 1:
+                keep &= ((x.coords >= start) & (x.coords < start + tile)).all(1)
+            rows = keep.nonzero()[:, 0]
+            if len(rows):
+                chunks.append(self._points(x, out, rows, u_t).reshape(-1, 3))
+        pts = torch.cat(chunks) if chunks else u.new_zeros(0, 3)
+        voxel_index = torch.arange(len(pts) // self.cfg.points_per_voxel).repeat_interleave(self.cfg.points_per_voxel)
+        return from_voxel_units(pts, frame), voxel_index
+
+    @staticmethod
+    def _tile_starts(ijk: torch.Tensor, lo: torch.Tensor, tile: int) -> list:
+        """Lower corners of the tiles that hold a point or a candidate voxel (a point +-1)."""
+        ids = []
+        for corner in torch.cartesian_prod(*[torch.tensor([-1, 1])] * 3):  # the box ijk +- 1 spans <= 2 tiles per axis
+            ids.append(torch.div(ijk + corner - lo, tile, rounding_mode="floor"))
+        keys = torch.unique(pack_keys(torch.cat(ids), torch.zeros(len(ijk) * 8, dtype=torch.long)))
+        coords, _ = unpack_keys(keys)
+        return [lo + tile * c for c in coords]

@@ -43,6 +43,8 @@ STATISTICAL_OUTLIER = {"nb_neighbors": 20, "std_ratio": 2.0}
 neighbours exceeds the cloud's mean of that distance by more than 2 standard deviations."""
 
 DEFAULT_WEIGHTS = "pointcloud.pt"
+MAX_VOXELS_PER_AXIS = 30_000
+"""Packed voxel keys hold coordinates in [-2^15, 2^15); this leaves room for the candidates."""
 
 
 def statistical_outlier_baseline(points: np.ndarray) -> np.ndarray:
@@ -61,9 +63,11 @@ def default_weights() -> Path:
 
 
 def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
-                 baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0) -> Dict[str, Any]:
+                 baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
+                 voxel: Optional[float] = None, progress: bool = False) -> Dict[str, Any]:
     """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
-    the network always denoises) a cloud file into another; or the Open3D baseline for denoise."""
+    the network always denoises) a cloud file into another; or the Open3D baseline for denoise.
+    voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule)."""
     from ..data.pointclouds import FORMATS, write_cloud
 
     if out.suffix.lower() not in FORMATS:
@@ -72,7 +76,11 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         raise InputError(out.parent, "no such folder")
     if factor <= 0:
         raise InputError(None, f"--factor must be > 0, got {factor}")
+    if voxel is not None and voxel <= 0:
+        raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
     points, _ = read_cloud(inp, "drop" if drop_duplicates else "error")
+    if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
+        raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
     if baseline is not None:
         if baseline != "open3d" or mode != "denoise":
             raise InputError(None, "--baseline open3d is only for denoise")
@@ -87,7 +95,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         if not weights and not path.is_file():
             raise InputError(path, "no trained weights are shipped yet; pass --weights DIR/model.pt from `inr pointcloud train`")
         model = load_weights(path)
-        pts, _ = model.reconstruct(torch.from_numpy(points).float())
+        pts, _ = model.reconstruct(torch.from_numpy(points).float(), voxel=voxel, progress=progress)
         pts = pts.double().numpy()
         want = len(points) if mode == "denoise" else int(round(factor * len(points)))
         if len(pts) > want:

@@ -38,6 +38,8 @@ class PointCloudTrainConfig:
     shape_pool: int = 64
     """Synthetic shapes kept and re-corrupted (a new one replaces a random old one every step)."""
     checkpoint_every: int = 200
+    stage2_on_predicted: bool = True
+    """Stage 2 also learns on the voxels stage 1 wrongly predicts (False: the true voxels only)."""
     model: Dict[str, Any] = field(default_factory=dict)
     """ReconstructionConfig fields."""
 
@@ -106,7 +108,7 @@ class PointCloudModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         noisy, clean = batch
-        out = self.model(noisy, clean)
+        out = self.model(noisy, clean, self.cfg.stage2_on_predicted)
         if not torch.isfinite(out["loss"]):
             raise TrainingDiverged(f"the loss became {out['loss'].item()} at step {self.global_step}")
         for k, v in out.items():
@@ -137,7 +139,9 @@ def load_weights(path: Path) -> Reconstructor:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
         model = Reconstructor(ReconstructionConfig(**data["config"]), data["voxels_per_diagonal"])
-        model.load_state_dict(data["state_dict"])
+        state = data["state_dict"]
+        state.setdefault("max_density", torch.tensor(0.0))  # weights from before it was recorded: the default
+        model.load_state_dict(state)
     except Exception as exc:  # pickle/zip/key errors all mean "not our weights"
         raise InputError(path, f"is not a point-cloud weights file ({exc.__class__.__name__})") from None
     return model.eval()

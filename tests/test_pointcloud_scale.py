@@ -1,0 +1,139 @@
+"""Point clouds at scale: k-NN search, the density rule of the voxel size, tiling, held-out shapes."""
+
+import numpy as np
+import pytest
+import torch
+
+
+def test_knn_equals_brute_force():
+    from inr.pointcloud.knn import knn
+
+    g = torch.Generator().manual_seed(0)
+    pts, q = torch.rand(500, 3, generator=g), torch.rand(120, 3, generator=g)
+    idx, d2 = knn(q, pts, 5)
+    ref = torch.cdist(q.double(), pts.double())
+    ref_d, ref_i = ref.topk(5, largest=False)
+    assert torch.equal(idx, ref_i)
+    torch.testing.assert_close(d2.double(), ref_d**2, rtol=1e-5, atol=1e-6)
+    idx, _ = knn(q, pts[:3], 5)  # fewer points than k: all of them, nearest first
+    assert idx.shape == (120, 3) and torch.equal(idx, ref[:, :3].argsort(1))
+
+
+def test_neighbours_mask_points_beyond_reach():
+    from inr.pointcloud.reconstruct import neighbours
+
+    u = torch.tensor([[0.2, 0.1, 0.0], [1.9, 0.0, 0.0], [0.0, -1.4, 0.3], [4.0, 4.0, 4.0]])
+    rel, mask = neighbours(torch.zeros(1, 3), u, k=6, reach=1.5)
+    # sorted by distance: (0.2, 0.1, 0) d=0.22, (0, -1.4, 0.3) d=1.43, (1.9, 0, 0) d=1.9, (4, 4, 4); then padding
+    assert mask.tolist() == [[False, False, True, True, True, True]]
+    torch.testing.assert_close(rel[0, :2], u[[0, 2]])
+    assert float(rel[0, 2:].abs().sum()) == 0.0  # ignored slots are zeroed
+    _, mask = neighbours(torch.zeros(1, 3), u, k=6, reach=2.0)
+    assert mask.tolist() == [[False, False, False, True, True, True]]
+
+
+def test_voxel_rule_keeps_density_in_the_trained_range():
+    from inr.pointcloud.reconstruct import density, make_frame
+
+    MAX_TRAINED_DENSITY = 4.0
+
+    g = torch.Generator().manual_seed(0)
+    # a unit square (diagonal sqrt 2 in the xy plane) sampled densely
+    pts = torch.cat([torch.rand(200_000, 2, generator=g), torch.zeros(200_000, 1)], 1)
+    assert density(pts, 1.0) == pytest.approx(200_000 / 1)  # all in one voxel
+    assert density(pts, 0.5) == pytest.approx(200_000 / 4)
+    sparse = pts[:1000]
+    frame = make_frame(sparse, 40.0, MAX_TRAINED_DENSITY)
+    assert frame.voxel == pytest.approx(2**0.5 / 40, rel=1e-3)  # sparse enough: the diagonal rule
+    frame = make_frame(pts, 40.0, MAX_TRAINED_DENSITY)
+    d = density(pts, frame.voxel)
+    assert 0.8 * MAX_TRAINED_DENSITY < d <= MAX_TRAINED_DENSITY  # dense: the voxel shrank to the limit
+    assert frame.voxel < 2**0.5 / 40 / 4
+
+
+def test_training_records_the_densest_input():
+    from inr.pointcloud.network import ReconstructionConfig
+    from inr.pointcloud.reconstruct import Reconstructor
+
+    model = Reconstructor(ReconstructionConfig(width=8, d_model=16, layers=1), 2.0)
+    # diagonal 2 * sqrt(3) / 2 voxels per diagonal: a voxel of side sqrt(3); 8 corners of the
+    # cube [0, 2]^3 fall into 2 x 2 x 2 voxels (1 point each), the dense clump adds 8 to one
+    corners = torch.cartesian_prod(*[torch.tensor([0.0, 2.0])] * 3)
+    clump = torch.full((8, 3), 0.1) + torch.arange(8.0)[:, None] * 0.01
+    noisy = torch.cat([corners, clump])
+    model.train()(noisy, noisy)
+    assert float(model.max_density) == pytest.approx(16 / 8)
+    model.eval()(noisy[:9], noisy[:9])
+    assert float(model.max_density) == pytest.approx(16 / 8)  # evaluation does not record
+
+
+def test_tiled_reconstruction_matches_one_pass():
+    # tiles with margins decide almost every voxel as one pass over the whole grid does, and no
+    # voxel twice
+    from inr.pointcloud.network import ReconstructionConfig
+    from inr.pointcloud.reconstruct import Reconstructor
+    from inr.pointcloud.shapes import sample_surface
+    from inr.pointcloud.heldout import terrain
+
+    torch.manual_seed(0)
+    model = Reconstructor(ReconstructionConfig(width=8, d_model=16, layers=1, points_per_voxel=2), 40.0).eval()
+    pts = torch.from_numpy(sample_surface(terrain(), 4000, np.random.default_rng(0))).float()
+    whole, _ = model.reconstruct(pts, threshold=0.5, tile=1000)
+    tiled, _ = model.reconstruct(pts, threshold=0.5, tile=12, margin=16)  # margin 0: 0.41 voxels
+    assert len(whole) > 100
+    assert abs(len(tiled) - len(whole)) <= 0.02 * len(whole), (len(tiled), len(whole))
+    from inr.pointcloud.knn import knn
+    from inr.pointcloud.reconstruct import DEFAULT_MAX_DENSITY, make_frame
+
+    voxel = make_frame(pts, 40.0, DEFAULT_MAX_DENSITY).voxel
+    for a, b in ((tiled, whole), (whole, tiled)):  # the same points, up to a few near tile borders
+        d = knn(a, b, 1)[1][:, 0].sqrt() / voxel
+        assert float(torch.quantile(d, 0.95)) < 0.01, float(torch.quantile(d, 0.95))
+
+
+def test_tiles_cover_every_candidate_once():
+    from inr.pointcloud.reconstruct import Reconstructor
+
+    ijk = torch.tensor([[0, 0, 0], [5, 0, 0], [9, 9, 9]])
+    lo = ijk.min(0).values - 1
+    starts = Reconstructor._tile_starts(ijk, lo, 4)
+    cand = (ijk[:, None, :] + torch.cartesian_prod(*[torch.arange(-1, 2)] * 3)[None]).reshape(-1, 3)
+    owners = torch.stack([((cand >= s) & (cand < s + 4)).all(1) for s in starts]).sum(0)
+    assert owners.min() == 1 and owners.max() == 1
+
+
+def test_heldout_meshes_known_geometry():
+    from inr.pointcloud.heldout import heldout_meshes, star_area
+
+    meshes = heldout_meshes()
+    assert set(meshes) == {"tetrahedron", "octahedron", "mobius", "trefoil", "star", "terrain"}
+    for name in ("tetrahedron", "octahedron", "trefoil", "star"):
+        assert meshes[name].is_watertight and meshes[name].volume > 0, name
+    assert not meshes["mobius"].is_watertight and not meshes["terrain"].is_watertight
+    assert meshes["star"].volume == pytest.approx(star_area() * 0.5, rel=1e-9)
+    assert meshes["octahedron"].volume == pytest.approx(4 / 3, rel=1e-9)  # radius 1: |x|+|y|+|z| <= 1
+    # the trefoil tube: area ~ 2 pi r * curve length (thin-tube limit, within the polygonal error)
+    t = np.linspace(0, 2 * np.pi, 20001)
+    c = np.stack([np.sin(t) + 2 * np.sin(2 * t), np.cos(t) - 2 * np.cos(2 * t), -np.sin(3 * t)], 1)
+    length = np.linalg.norm(np.diff(c, axis=0), axis=1).sum()
+    assert meshes["trefoil"].area == pytest.approx(2 * np.pi * 0.5 * length, rel=0.03)
+
+
+def test_voxel_size_option_and_too_small_voxel(tmp_path, capsys):
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud
+
+    rng = np.random.default_rng(0)
+    pts = rng.normal(size=(3000, 3))
+    pts /= np.linalg.norm(pts, axis=1, keepdims=True)
+    np.save(tmp_path / "in.npy", pts + rng.normal(scale=0.01, size=pts.shape))
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "tiny.ply"), "--voxel-size", "1e-6"]) == 2
+    err = capsys.readouterr().err
+    assert "--voxel-size" in err and err.count("\n") == 1
+    assert not (tmp_path / "tiny.ply").exists()
+    assert main(["pointcloud", "reconstruct", str(tmp_path / "in.npy"), str(tmp_path / "out.ply"), "--voxel-size", "0.1",
+                 "--factor", "100"]) == 0
+    out, _ = read_cloud(tmp_path / "out.ply")
+    # 8 points per occupied voxel; a unit sphere's surface at 0.1 voxels touches roughly 4 pi / 0.01 ~ 1,300 of them
+    assert 4000 < len(out) < 8 * 3000
+    assert np.abs(np.linalg.norm(out, axis=1) - 1).mean() < 0.05
