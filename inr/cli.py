@@ -180,8 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--weights", metavar="FILE", help="model.pt of `inr pointcloud train` (default: the shipped weights)")
         p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
         p.add_argument("--voxel-size", type=_positive_float, metavar="SIZE",
-                       help="voxel side in the cloud's units (default: bounding-box diagonal / 40, smaller for dense "
-                       "scans so that an occupied voxel holds at most 4 input points on average)")
+                       help="voxel side in the cloud's units (default: the bounding-box diagonal / the model's voxels "
+                       "per diagonal, 56 for the shipped weights; smaller for dense scans, so that an occupied voxel holds "
+                       "no more input points on average than the densest training input)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar (shown when a cloud needs several tiles)")
         if name != "denoise":
             p.add_argument("--factor", type=_positive_float, default=4.0, help="output points per input point (default 4)")

@@ -344,7 +344,7 @@ def test_pointcloud_train_cli_writes_loadable_weights(tmp_path, capsys):
     assert main(["pointcloud", "train", "--steps", "2", "--out", str(out), "--eval-every", "1", "--no-progress", *tiny]) == 0
     assert "validation Chamfer output/input" in capsys.readouterr().out
     model = load_weights(out / "model.pt")
-    assert model.cfg.width == 8 and model.voxels_per_diagonal == 40.0
+    assert model.cfg.width == 8 and model.voxels_per_diagonal == 56.0  # the default
     ck = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
     for k, v in model.state_dict().items():
         assert torch.equal(v, ck["state_dict"][f"model.{k}"])

@@ -137,3 +137,17 @@ def test_voxel_size_option_and_too_small_voxel(tmp_path, capsys):
     # 8 points per occupied voxel; a unit sphere's surface at 0.1 voxels touches roughly 4 pi / 0.01 ~ 1,300 of them
     assert 4000 < len(out) < 8 * 3000
     assert np.abs(np.linalg.norm(out, axis=1) - 1).mean() < 0.05
+
+
+def test_even_subsample_covers_the_cloud():
+    from inr.pointcloud.voxel import even_subsample
+
+    rng = np.random.default_rng(0)
+    clump = np.c_[rng.uniform(0, 0.01, 900), np.zeros((900, 2))]
+    line = np.c_[np.linspace(0, 1, 100), np.zeros((100, 2))]
+    pts = np.concatenate([clump, line])
+    out = even_subsample(pts, 20)
+    assert out.shape == (20, 3) and np.abs(out[:, 1:]).max() == 0 and 0 <= out[:, 0].min() and out[:, 0].max() <= 1
+    gaps = np.diff(np.sort(np.r_[0.0, out[:, 0], 1.0]))
+    assert gaps.max() < 0.2  # a random 20 of these points would hold ~18 from the clump
+    assert even_subsample(pts[:10], 20) is not None and len(even_subsample(pts[:10], 20)) == 10

@@ -29,9 +29,9 @@ class ReconstructionConfig:
     depth: int = 2
     """Down-sampling steps per hourglass."""
     points_per_voxel: int = 8
-    neighbours: int = 16
+    neighbours: int = 32
     """Input points read by stage 2 per voxel: the nearest to its centre within `reach`."""
-    reach: float = 1.5
+    reach: float = 2.0
     """Neighbours farther than this from the voxel centre (max-norm, voxel units) are ignored."""
     d_model: int = 64
     heads: int = 4
@@ -40,7 +40,7 @@ class ReconstructionConfig:
     """'amplified', 'sinusoidal' (amplified with alpha = 0) or 'none' (raw relative positions)."""
     pe_freqs: int = 4
     pe_alpha: float = 1.0
-    pe_scale: float = 1.0
+    pe_scale: float = 4.0
     """r of the encoding, in voxels: the slowest band is sin(pi d / r)."""
 
     def to_dict(self) -> Dict[str, Any]:

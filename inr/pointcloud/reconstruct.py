@@ -120,7 +120,7 @@ def chamfer(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 class Reconstructor(nn.Module):
     """Both stages; forward() returns the losses for a (noisy, clean) pair, reconstruct() the points."""
 
-    def __init__(self, cfg: Optional[ReconstructionConfig] = None, voxels_per_diagonal: float = 40.0) -> None:
+    def __init__(self, cfg: Optional[ReconstructionConfig] = None, voxels_per_diagonal: float = 56.0) -> None:
         super().__init__()
         self.cfg = cfg or ReconstructionConfig()
         self.voxels_per_diagonal = float(voxels_per_diagonal)
@@ -164,9 +164,10 @@ class Reconstructor(nn.Module):
         voxel: the voxel side in world units (default: the frame rule of the module docstring).
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
         progress bar on stderr when `progress` is set."""
-        frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
-        if voxel is not None:
-            frame = Frame(frame.centre, float(voxel))
+        if voxel is None:
+            frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
+        else:
+            frame = Frame((noisy.min(0).values + noisy.max(0).values) / 2, float(voxel))
         u = to_voxel_units(noisy, frame)
         ijk = torch.floor(u).long()
         lo = ijk.min(0).values - 1  # candidates reach one voxel beyond the points

@@ -69,6 +69,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     the network always denoises) a cloud file into another; or the Open3D baseline for denoise.
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule)."""
     from ..data.pointclouds import FORMATS, write_cloud
+    from ..pointcloud.voxel import even_subsample
 
     if out.suffix.lower() not in FORMATS:
         raise InputError(out, f"unsupported point-cloud format {out.suffix or '(none)'}; use one of {', '.join(FORMATS)}")
@@ -98,9 +99,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         pts, _ = model.reconstruct(torch.from_numpy(points).float(), voxel=voxel, progress=progress)
         pts = pts.double().numpy()
         want = len(points) if mode == "denoise" else int(round(factor * len(points)))
-        if len(pts) > want:
-            pts = pts[np.random.default_rng(seed).choice(len(pts), want, replace=False)]
-        result = pts
+        result = even_subsample(pts, want, seed)
         method = f"network {path}"
     if len(result) == 0:
         raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")

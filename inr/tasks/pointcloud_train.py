@@ -34,7 +34,7 @@ class PointCloudTrainConfig:
     eps: float = 1e-8
     lr_final_factor: float = 0.1
     dense_points: int = 20000
-    voxels_per_diagonal: float = 40.0
+    voxels_per_diagonal: float = 56.0
     shape_pool: int = 64
     """Synthetic shapes kept and re-corrupted (a new one replaces a random old one every step)."""
     checkpoint_every: int = 200
