@@ -22,7 +22,9 @@ def _open3d(path: Path):
     try:
         import open3d
     except ImportError as exc:
-        raise InputError(path, f"needs open3d, which does not import here ({exc}); run `make setup`") from None
+        # the wheel links libusb-1.0 (`make setup` installs it)
+        raise InputError(path, f"needs open3d, which does not import here ({exc}); run `make setup` "
+                         "or apt-get install libusb-1.0-0") from None
     return open3d
 
 

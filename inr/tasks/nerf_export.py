@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 import torch
 
+from ..data.pointclouds import _open3d, write_cloud
 from ..errors import InputError
 from ..render.extract import extract_mesh
 from ..render.rays import orbit_poses, pinhole_rays
@@ -111,7 +112,7 @@ def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity
     """Surface points with colours: rays through random pixels of the training views, each
     ending at its expected depth where the ray is nearly opaque; written with open3d."""
     _check_suffix(out, POINT_FORMATS, "point cloud")
-    o3d = _open3d()
+    _open3d(out)  # fail before rendering when open3d cannot write it
     module, scene, _ = loaded or load_nerf_run(run_dir)
     split = scene.splits["train"]
     n_img, h, w = split.images.shape[:3]
@@ -124,21 +125,6 @@ def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity
     keep = r.opacity[:, 0] >= min_opacity
     pts = rays.origins[keep] + rays.directions[keep] * r.depth[keep]
     colors = (r.color[keep] / r.opacity[keep]).clamp(0, 1)  # un-premultiplied from the black background
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(pts.double().numpy()))
-    cloud.colors = o3d.utility.Vector3dVector(colors.double().numpy())
-    tmp = _tmp(out)
-    try:
-        if not o3d.io.write_point_cloud(str(tmp), cloud):
-            raise InputError(out, "open3d could not write the point cloud")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_cloud(out, pts.double().numpy(), colors.double().numpy())
     return {"points": int(keep.sum()), "rays": n_points, "min_opacity": min_opacity}
 
-
-def _open3d():
-    try:
-        import open3d
-    except ImportError as exc:  # the wheel links libusb-1.0 (apt install libusb-1.0-0; `make setup` does it)
-        raise InputError(None, f"open3d is not usable here ({exc}); run `make setup` or apt-get install libusb-1.0-0") from None
-    return open3d
