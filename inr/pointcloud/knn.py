@@ -21,9 +21,10 @@ def knn(queries: torch.Tensor, points: torch.Tensor, k: int) -> Tuple[torch.Tens
         raise ValueError("knn needs at least one point to search")
     k = min(int(k), len(points))
     if len(queries) == 0:
-        return torch.zeros(0, k, dtype=torch.long), torch.zeros(0, k)
+        return torch.zeros(0, k, dtype=torch.long, device=queries.device), torch.zeros(0, k, device=queries.device)
     as_o3d = lambda t: o3d.core.Tensor(np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float32))  # noqa: E731
     search = o3d.core.nns.NearestNeighborSearch(as_o3d(points))
     search.knn_index()
     idx, d2 = search.knn_search(as_o3d(queries), k)
-    return torch.from_numpy(idx.numpy().astype(np.int64)), torch.from_numpy(d2.numpy())
+    dev = queries.device
+    return torch.from_numpy(idx.numpy().astype(np.int64)).to(dev), torch.from_numpy(d2.numpy()).to(dev)

@@ -50,7 +50,7 @@ class ReconstructionConfig:
 def candidate_sites(coords: torch.Tensor, batch: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The voxels within one step (27-neighbourhood) of the given ones: (coords, batch,
     is_input), sorted by key."""
-    offs = kernel_offsets(3).to(coords.device)
+    offs = kernel_offsets(3, coords.device)
     all_c = (coords[:, None, :] + offs[None]).reshape(-1, 3)
     all_b = batch[:, None].expand(-1, 27).reshape(-1)
     keys = torch.unique(pack_keys(all_c, all_b))

@@ -40,7 +40,7 @@ class Frame(NamedTuple):
 def density(points: torch.Tensor, voxel: float) -> float:
     """Mean number of points per occupied voxel of side `voxel`."""
     ijk = torch.floor((points - points.min(0).values) / voxel).long()
-    return len(points) / len(torch.unique(pack_keys(ijk, torch.zeros(len(ijk), dtype=torch.long))))
+    return len(points) / len(torch.unique(pack_keys(ijk)))
 
 
 def make_frame(points: torch.Tensor, voxels_per_diagonal: float, max_density: Optional[float] = None) -> Frame:
@@ -70,15 +70,16 @@ def candidate_input(u: torch.Tensor) -> SparseTensor:
     """Candidate voxels (input voxels and their neighbours) of points u (N, 3) in voxel units,
     with features [log(1 + count), mean offset of the points from the centre (3), is_input]."""
     ijk = torch.floor(u).long()
-    zeros = torch.zeros(len(u), dtype=torch.long)
+    dev = u.device
+    zeros = torch.zeros(len(u), dtype=torch.long, device=dev)
     in_keys, inverse, counts = torch.unique(pack_keys(ijk, zeros), return_inverse=True, return_counts=True)
-    offset_sum = torch.zeros(len(in_keys), 3).index_add_(0, inverse, u - ijk.float() - 0.5)
-    in_coords = torch.empty(len(in_keys), 3, dtype=torch.long)
+    offset_sum = torch.zeros(len(in_keys), 3, device=dev).index_add_(0, inverse, u - ijk.float() - 0.5)
+    in_coords = torch.empty(len(in_keys), 3, dtype=torch.long, device=dev)
     in_coords[inverse] = ijk
-    coords, batch, is_input = candidate_sites(in_coords, torch.zeros(len(in_keys), dtype=torch.long))
+    coords, batch, is_input = candidate_sites(in_coords, torch.zeros(len(in_keys), dtype=torch.long, device=dev))
     keys = pack_keys(coords, batch)
     pos = torch.searchsorted(in_keys, keys).clamp(max=len(in_keys) - 1)
-    feats = torch.zeros(len(coords), VoxelNet.IN_FEATURES)
+    feats = torch.zeros(len(coords), VoxelNet.IN_FEATURES, device=dev)
     rows = is_input.nonzero()[:, 0]
     src = pos[rows]
     feats[rows, 0] = torch.log1p(counts[src].float())
@@ -95,8 +96,8 @@ def neighbours(centres: torch.Tensor, u: torch.Tensor, k: int, reach: float = 1.
     rel = u[idx] - centres[:, None, :]
     mask = rel.abs().amax(-1) > reach
     if idx.shape[1] < k:
-        rel = torch.cat([rel, torch.zeros(len(centres), k - idx.shape[1], 3)], 1)
-        mask = torch.cat([mask, torch.ones(len(centres), k - idx.shape[1], dtype=torch.bool)], 1)
+        rel = torch.cat([rel, rel.new_zeros(len(centres), k - idx.shape[1], 3)], 1)
+        mask = torch.cat([mask, mask.new_ones(len(centres), k - idx.shape[1])], 1)
     return torch.where(mask[..., None], torch.zeros_like(rel), rel), mask
 
 
@@ -139,7 +140,7 @@ class Reconstructor(nn.Module):
         u, v = to_voxel_units(noisy, frame), to_voxel_units(clean, frame)
         x = candidate_input(u)
         out = self.stage1(x)
-        gt_keys = torch.unique(pack_keys(torch.floor(v).long(), torch.zeros(len(v), dtype=torch.long)))
+        gt_keys = torch.unique(pack_keys(torch.floor(v).long(), torch.zeros(len(v), dtype=torch.long, device=v.device)))
         target = torch.isin(x.keys, gt_keys).float()
         bce = sum(nn.functional.binary_cross_entropy_with_logits(lg, target) for lg in out.logits) / len(out.logits)
         chosen = target > 0
@@ -163,7 +164,10 @@ class Reconstructor(nn.Module):
 
         voxel: the voxel side in world units (default: the frame rule of the module docstring).
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
-        progress bar on stderr when `progress` is set."""
+        progress bar on stderr when `progress` is set. `noisy` may be on any device: the model
+        runs on its own, the points come back on noisy's."""
+        home = noisy.device
+        noisy = noisy.to(self.max_density.device)
         if voxel is None:
             frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
         else:
@@ -189,15 +193,15 @@ class Reconstructor(nn.Module):
             if len(rows):
                 chunks.append(self._points(x, out, rows, u_t).reshape(-1, 3))
         pts = torch.cat(chunks) if chunks else u.new_zeros(0, 3)
-        voxel_index = torch.arange(len(pts) // self.cfg.points_per_voxel).repeat_interleave(self.cfg.points_per_voxel)
-        return from_voxel_units(pts, frame), voxel_index
+        voxel_index = torch.arange(len(pts) // self.cfg.points_per_voxel, device=home).repeat_interleave(self.cfg.points_per_voxel)
+        return from_voxel_units(pts, frame).to(home), voxel_index
 
     @staticmethod
     def _tile_starts(ijk: torch.Tensor, lo: torch.Tensor, tile: int) -> list:
         """Lower corners of the tiles that hold a point or a candidate voxel (a point +-1)."""
         ids = []
-        for corner in torch.cartesian_prod(*[torch.tensor([-1, 1])] * 3):  # the box ijk +- 1 spans <= 2 tiles per axis
+        for corner in torch.cartesian_prod(*[torch.tensor([-1, 1], device=ijk.device)] * 3):  # ijk +- 1 spans <= 2 tiles per axis
             ids.append(torch.div(ijk + corner - lo, tile, rounding_mode="floor"))
-        keys = torch.unique(pack_keys(torch.cat(ids), torch.zeros(len(ijk) * 8, dtype=torch.long)))
+        keys = torch.unique(pack_keys(torch.cat(ids)))
         coords, _ = unpack_keys(keys)
         return [lo + tile * c for c in coords]

@@ -62,17 +62,17 @@ class SparseTensor:
         return pos, self.keys[pos] == q
 
 
-def kernel_offsets(k: int) -> torch.Tensor:
+def kernel_offsets(k: int, device=None) -> torch.Tensor:
     """(k^3, 3) offsets -(k//2)..k//2 per axis, x-major (matching conv3d's weight layout)."""
     r = range(-(k // 2), k // 2 + 1)
-    return torch.tensor(list(itertools.product(r, r, r)), dtype=torch.long)
+    return torch.tensor(list(itertools.product(r, r, r)), dtype=torch.long, device=device)
 
 
 def _submanifold_map(x: SparseTensor, k: int):
     key = ("subm", k)
     if key not in x.cache:
         maps = []
-        for off in kernel_offsets(k).to(x.coords.device):
+        for off in kernel_offsets(k, x.coords.device):
             idx, found = x.lookup(x.coords + off, x.batch)
             out_rows = found.nonzero()[:, 0]
             maps.append((out_rows, idx[out_rows]))

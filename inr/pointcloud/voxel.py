@@ -54,7 +54,7 @@ def voxelize(points: torch.Tensor, voxel_size: float, origin: torch.Tensor | Non
 
 def voxel_centres(coords: torch.Tensor, voxel_size: float, origin: torch.Tensor | None = None) -> torch.Tensor:
     """(M, 3) world centres of voxels."""
-    origin = torch.zeros(3) if origin is None else origin
+    origin = torch.zeros(3, device=coords.device) if origin is None else origin
     return origin.to(torch.float32) + (coords.to(torch.float32) + 0.5) * voxel_size
 
 

@@ -19,7 +19,7 @@ def lattice_points(aabb: torch.Tensor, resolution: int) -> torch.Tensor:
     """(R^3, 3) points of a resolution^3 lattice spanning the box aabb corner to corner, x-major
     (point (i, j, k) is row (i R + j) R + k)."""
     lo, hi = aabb[:3].float(), aabb[3:].float()
-    axes = [torch.linspace(float(lo[a]), float(hi[a]), resolution) for a in range(3)]
+    axes = [torch.linspace(float(lo[a]), float(hi[a]), resolution, device=aabb.device) for a in range(3)]
     return torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
 
 
@@ -52,12 +52,12 @@ def extract_mesh(
     """
     from skimage.measure import marching_cubes
 
-    grid = density_lattice(density_fn, aabb, resolution, chunk).numpy()
+    grid = density_lattice(density_fn, aabb, resolution, chunk).cpu().numpy()
     lo, hi = grid.min(), grid.max()
     if not (lo < threshold < hi):
         raise ValueError(f"no surface at density {threshold:g}: the densities in the box range over [{lo:.3g}, {hi:.3g}]")
     padded = np.pad(grid, 1, constant_values=0.0)
-    box = aabb.double().numpy()
+    box = aabb.double().cpu().numpy()
     spacing = (box[3:] - box[:3]) / (resolution - 1)
     verts, faces, _, _ = marching_cubes(padded, level=threshold, spacing=tuple(spacing))
     verts = verts - spacing + box[:3]  # undo the padding's one-cell shift
@@ -65,19 +65,19 @@ def extract_mesh(
     faces = faces[:, ::-1].copy()
     colors = None
     if color_fn is not None:
-        v = torch.from_numpy(verts).float()
+        v = torch.from_numpy(verts).float().to(aabb.device)
         inward = _density_gradient(density_fn, v, float(spacing.min()))
         parts = [color_fn(v[k : k + chunk], inward[k : k + chunk]).float() for k in range(0, len(v), chunk)]
-        colors = torch.cat(parts).clamp(0, 1).numpy() if parts else np.zeros((0, 3), np.float32)
+        colors = torch.cat(parts).clamp(0, 1).cpu().numpy() if parts else np.zeros((0, 3), np.float32)
     return verts.astype(np.float32), faces.astype(np.int64), colors
 
 
 def _density_gradient(density_fn: DensityFn, points: torch.Tensor, h: float, chunk: int = 1 << 14) -> torch.Tensor:
     """Unit central-difference gradients of the density (pointing into the surface)."""
     out = []
-    eye = torch.eye(3) * h
+    eye = torch.eye(3, device=points.device) * h
     for k in range(0, len(points), chunk):
         p = points[k : k + chunk]
         g = torch.stack([(density_fn(p + eye[a]) - density_fn(p - eye[a])).reshape(-1) for a in range(3)], -1)
         out.append(torch.nn.functional.normalize(g.float(), dim=-1))
-    return torch.cat(out) if out else torch.zeros(0, 3)
+    return torch.cat(out) if out else torch.zeros(0, 3, device=points.device)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -62,7 +63,7 @@ def look_at(eye: torch.Tensor, target: torch.Tensor, up: torch.Tensor) -> torch.
         raise ValueError("look_at: the view direction is parallel to up")
     right = right / right.norm()
     true_up = torch.linalg.cross(right, forward)
-    c2w = torch.eye(4)
+    c2w = torch.eye(4, dtype=eye.dtype, device=eye.device)
     c2w[:3, 0], c2w[:3, 1], c2w[:3, 2], c2w[:3, 3] = right, true_up, -forward, eye
     return c2w
 
@@ -77,24 +78,25 @@ def orbit_poses(c2w: torch.Tensor, n_frames: int, fallback_centre: Optional[torc
     frame looks at the centre.
     """
     c2w = c2w.double()
+    dev = c2w.device
     origins, forwards = c2w[:, :3, 3], -c2w[:, :3, 2]
     up = torch.nn.functional.normalize(c2w[:, :3, 1].mean(0), dim=0)
     # centre = argmin_p sum_k |(I - f_k f_k^T)(p - o_k)|^2
-    proj = torch.eye(3, dtype=torch.float64) - forwards[:, :, None] * forwards[:, None, :]
+    proj = torch.eye(3, dtype=torch.float64, device=dev) - forwards[:, :, None] * forwards[:, None, :]
     a, b = proj.sum(0), (proj @ origins[:, :, None]).sum(0)[:, 0]
     if torch.linalg.matrix_rank(a) == 3:
         centre = torch.linalg.lstsq(a, b).solution
     else:
-        centre = origins.mean(0) if fallback_centre is None else fallback_centre.double()
+        centre = origins.mean(0) if fallback_centre is None else fallback_centre.double().to(dev)
     offsets = origins - centre
     height = float((offsets @ up).mean())
     radius = float((offsets - (offsets @ up)[:, None] * up).norm(dim=-1).mean())
     e1 = offsets[0] - (offsets[0] @ up) * up
-    e1 = e1 / e1.norm() if e1.norm() > 1e-8 else torch.nn.functional.normalize(torch.linalg.cross(up, torch.tensor([1.0, 0, 0], dtype=torch.float64)), dim=0)
+    e1 = e1 / e1.norm() if e1.norm() > 1e-8 else torch.nn.functional.normalize(torch.linalg.cross(up, torch.tensor([1.0, 0, 0], dtype=torch.float64, device=dev)), dim=0)
     e2 = torch.linalg.cross(up, e1)
     poses = []
     for k in range(n_frames):
-        angle = 2 * torch.pi * k / n_frames
-        eye = centre + height * up + radius * (torch.cos(torch.tensor(angle)) * e1 + torch.sin(torch.tensor(angle)) * e2)
+        angle = 2 * math.pi * k / n_frames
+        eye = centre + height * up + radius * (math.cos(angle) * e1 + math.sin(angle) * e2)
         poses.append(look_at(eye.float(), centre.float(), up.float()))
     return torch.stack(poses)

@@ -32,7 +32,8 @@ class RenderOut(NamedTuple):
 def split_rays(split: SceneSplit, image: int, stride: int = 1) -> Rays:
     """The rays of one view's pixels (every stride-th row and column), row-major."""
     h, w = split.images.shape[1:3]
-    ii, jj = torch.meshgrid(torch.arange(0, h, stride), torch.arange(0, w, stride), indexing="ij")
+    dev = split.c2w.device
+    ii, jj = torch.meshgrid(torch.arange(0, h, stride, device=dev), torch.arange(0, w, stride, device=dev), indexing="ij")
     fx, fy, cx, cy = split.intrinsics[image].tolist()
     return pinhole_rays(split.c2w[image], fx, fy, cx, cy, torch.stack([ii, jj], -1).reshape(-1, 2))
 
@@ -55,9 +56,9 @@ class _RayBatches(IterableDataset):
             rays = pinhole_rays(s.c2w[img], fx, fy, cx, cy, torch.stack([ii, jj], -1))
             rgba = s.images[img, ii, jj]
             if c == 3:
-                rgba = torch.cat([rgba, torch.ones(self.n, 1)], -1)
+                rgba = torch.cat([rgba, torch.ones(self.n, 1, device=rgba.device)], -1)
             elif c == 1:
-                rgba = torch.cat([rgba.expand(-1, 3), torch.ones(self.n, 1)], -1)
+                rgba = torch.cat([rgba.expand(-1, 3), torch.ones(self.n, 1, device=rgba.device)], -1)
             yield rays.origins, rays.directions, rgba[:, :4]
 
 
@@ -153,13 +154,17 @@ class NerfModule(L.LightningModule):
 
     @torch.no_grad()
     def render_many(self, rays: Rays, background: float, chunk: int = 8192) -> RenderOut:
-        """render() of many rays in chunks of `chunk` rays (bounded memory), without gradient."""
+        """render() of many rays in chunks of `chunk` rays (bounded memory), without gradient.
+        The rays may be on any device: they are rendered on the module's, and the results come
+        back on theirs."""
+        dev, home = self.field.aabb.device, rays.origins.device
         parts = []
         for k in range(0, len(rays), chunk):
-            part = rays[k : k + chunk]
-            parts.append(self.render(part, torch.full((len(part), 3), background)))
+            part = Rays(rays.origins[k : k + chunk].to(dev), rays.directions[k : k + chunk].to(dev))
+            r = self.render(part, torch.full((len(part), 3), float(background), device=dev))
+            parts.append(RenderOut(r.color.to(home), r.opacity.to(home), r.depth.to(home), r.n_samples))
         if not parts:
-            empty = torch.zeros(0, 3)
+            empty = torch.zeros(0, 3, device=home)
             return RenderOut(empty, empty[:, :1], empty[:, :1], 0)
         return RenderOut(*(torch.cat(x) for x in list(zip(*parts))[:3]), sum(p.n_samples for p in parts))
 

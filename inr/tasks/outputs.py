@@ -31,7 +31,7 @@ def write_json(path: Path, data: Dict[str, Any]) -> None:
 
 def image_to_array(img: torch.Tensor, bit_depth: int = 8) -> np.ndarray:
     """(H, W, C) in [0, 1] -> uint8 or uint16 array for imageio (C = 1 is written as gray)."""
-    a = img.clamp(0, 1).numpy()
+    a = img.detach().clamp(0, 1).cpu().numpy()
     if a.shape[-1] == 1:
         a = a[..., 0]
     if bit_depth == 16:
@@ -52,7 +52,7 @@ def write_error_image(path: Path, pred: torch.Tensor, target: torch.Tensor) -> N
     import imageio.v3 as iio
     from matplotlib import colormaps
 
-    err = (pred - target).abs().mean(-1).numpy() / ERROR_SCALE
+    err = (pred - target).abs().mean(-1).cpu().numpy() / ERROR_SCALE
     rgb = colormaps["inferno"](np.clip(err, 0, 1))[..., :3]
     iio.imwrite(path, (rgb * 255 + 0.5).astype(np.uint8))
 
