@@ -1,11 +1,16 @@
-"""Every optional import of the toolkit, loaded lazily, failing at use with what to install."""
+"""Every optional import of the toolkit, loaded lazily, failing at use with what to install.
+
+A probe (import, and for nerfacc the build of its CUDA extension) runs once per process; its
+success or its error is remembered, so a missing backend costs nothing after the first call.
+`resolve_backend` is the one place that turns 'auto' into a backend, with one warning when a
+fast backend is skipped on a device where it would have run.
+"""
 
 from __future__ import annotations
 
 import importlib
 import warnings
-from functools import lru_cache
-from types import ModuleType
+from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 import torch
 
@@ -15,57 +20,95 @@ class MissingBackend(ImportError):
 
 
 _HINTS = {
-    "tinycudann": "tinycudann needs CUDA and is built from its repository: "
-    "pip install 'inr[cuda]' on a machine with CUDA, or see the README's GPU section",
+    "tinycudann": "build it from its repository on a CUDA machine (see the README's GPU section)",
+    "nerfacc": "pip install 'inr[cuda]' (its CUDA code compiles on first use and needs nvcc)",
+    "open3d": "pip install 'inr[open3d]' (Debian/Ubuntu also need apt-get install libusb-1.0-0)",
 }
+_PROBES: Dict[str, Tuple[Any, Optional[str]]] = {}
+_WARNED: Set[str] = set()
 
 
-@lru_cache(maxsize=None)
-def _load(name: str) -> ModuleType:
-    try:
-        return importlib.import_module(name)
-    except Exception as exc:  # a broken native build raises OSError/RuntimeError, not only ImportError
-        raise MissingBackend(f"optional backend {name!r} is not usable ({exc}); {_HINTS.get(name, 'pip install ' + name)}") from exc
+def _probe(key: str, load: Callable[[], Any]) -> Any:
+    if key not in _PROBES:
+        try:
+            _PROBES[key] = (load(), None)
+        except Exception as exc:  # a broken native build raises OSError/RuntimeError, not only ImportError
+            _PROBES[key] = (None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else 'no detail'}")
+    value, error = _PROBES[key]
+    if error is not None:
+        raise MissingBackend(f"{key} is not usable ({error}); {_HINTS.get(key, 'pip install ' + key)}")
+    return value
 
 
-def tinycudann() -> ModuleType:
+def warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
+def tinycudann():
     """The tinycudann module; raises MissingBackend without CUDA or without the package."""
     if not torch.cuda.is_available():
         raise MissingBackend("tinycudann needs a CUDA device and none is available")
-    return _load("tinycudann")
+    return _probe("tinycudann", lambda: importlib.import_module("tinycudann"))
 
 
-def nerfacc() -> ModuleType:
-    """The nerfacc module; its marching kernels need CUDA (raises MissingBackend without it)."""
+def _nerfacc_with_kernels():
+    module = importlib.import_module("nerfacc")
+    from nerfacc.cuda._backend import _C  # builds (or loads) the CUDA extension
+
+    if _C is None:
+        raise RuntimeError("its CUDA extension did not build (is nvcc on PATH and CUDA_HOME set?)")
+    return module
+
+
+def nerfacc():
+    """The nerfacc module with its CUDA kernels built; raises MissingBackend otherwise."""
     if not torch.cuda.is_available():
         raise MissingBackend("nerfacc's marching kernels need a CUDA device and none is available")
-    return _load("nerfacc")
+    return _probe("nerfacc", _nerfacc_with_kernels)
+
+
+def open3d():
+    """The open3d module; raises MissingBackend when it is not installed or does not load."""
+    return _probe("open3d", lambda: importlib.import_module("open3d"))
+
+
+def why_not(load: Callable[[], Any]) -> Optional[str]:
+    """None when load() works, else its MissingBackend message."""
+    try:
+        load()
+    except MissingBackend as exc:
+        return str(exc)
+    return None
 
 
 def has_nerfacc() -> bool:
-    try:
-        nerfacc()
-    except MissingBackend:
-        return False
-    return True
+    return why_not(nerfacc) is None
 
 
 def has_tinycudann() -> bool:
-    try:
-        tinycudann()
-    except MissingBackend:
-        return False
-    return True
+    return why_not(tinycudann) is None
 
 
-def resolve_backend(requested: str, available: bool, name: str) -> str:
-    """'auto' -> the fast backend when available else 'torch' (with a visible warning)."""
+def has_open3d() -> bool:
+    return why_not(open3d) is None
+
+
+def resolve_backend(requested: str, name: str, what: str, problem: Optional[str]) -> str:
+    """The backend to run `what` with: 'torch' or `name`.
+
+    problem: None when `name` can run this configuration on this device, else why it cannot.
+    'auto' takes `name` when it can and otherwise falls back to torch with one warning;
+    `name` asked for explicitly but unusable raises MissingBackend; 'torch' is always torch.
+    """
     if requested not in ("auto", "torch", name):
         raise ValueError(f"backend must be 'auto', 'torch' or {name!r}, got {requested!r}")
-    if requested == "auto":
-        if available:
-            return name
-        if torch.cuda.is_available():
-            warnings.warn(f"{name} is not installed: using the pure-torch backend", stacklevel=3)
+    if requested == "torch":
         return "torch"
-    return requested
+    if problem is None:
+        return name
+    if requested == name:
+        raise MissingBackend(f"{what}: backend {name!r} cannot be used: {problem}")
+    warn_once(f"{what}: {name} is not used ({problem}); running the pure-torch twin instead")
+    return "torch"

@@ -1,4 +1,8 @@
-"""The `inr` command: parse arguments, call the task layer, report errors as one line."""
+"""The `inr` command: parse arguments, call the task layer, report errors as one line.
+
+Every training command (fit-image, fit-audio, fit-video, nerf train, pointcloud train) is
+generated from the task registry with the same run options; `--out` names the output of every
+command (a folder for runs, a file otherwise)."""
 
 from __future__ import annotations
 
@@ -8,9 +12,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from .errors import InputError
+from .tasks.base import positive_float, positive_int
 
 EXIT_BAD_INPUT = 2
 EXIT_DIVERGED = 3
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 
 
 def _parse_sets(items: Optional[List[str]]) -> Dict[str, Any]:
@@ -28,135 +34,123 @@ def _parse_sets(items: Optional[List[str]]) -> Dict[str, Any]:
     return out
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", help="auto (default: the first GPU when there is one), cpu, cuda or cuda:N")
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _add_run_options(p: argparse.ArgumentParser, default_steps: str, default_out: str) -> None:
-    """--steps, --time-budget, --out, --resume, --overwrite of the training commands."""
-    p.add_argument("--steps", type=_positive_int, help=f"optimizer steps (default: {default_steps}; with only --time-budget, unbounded)")
-    p.add_argument("--time-budget", type=_positive_float, metavar="SECONDS",
+def add_run_options(p: argparse.ArgumentParser, default_preset: str, with_preset: bool = True) -> None:
+    """The run options of every training command, defined once."""
+    if with_preset:
+        p.add_argument("--preset", help=f"preset name (see `inr presets`) or a YAML file (default: {default_preset})")
+    p.add_argument("--steps", type=positive_int, help="optimizer steps (default: the preset's; with only --time-budget, unbounded)")
+    p.add_argument("--time-budget", type=positive_float, metavar="SECONDS",
                    help="stop after this many training seconds (compile included, evaluation excluded)")
-    p.add_argument("--out", metavar="DIR", help=f"output folder (default: {default_out})")
+    p.add_argument("--out", metavar="DIR", help="run folder (default: runs/<task>-<preset>-<time>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
-
-
-def _add_fit_options(p: argparse.ArgumentParser, kind: Optional[str]) -> None:
-    p.add_argument("--steps", type=_positive_int, help="optimizer steps (default: the preset's; with only "
-                   "--time-budget, unbounded)")
-    p.add_argument("--time-budget", type=_positive_float, metavar="SECONDS",
-                   help="stop after this many training seconds (compile included, evaluation excluded)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--holdout", choices=["none", "even-odd"], default="none",
-                   help="'none': fit and score every sample; 'even-odd': train on even-index samples, score "
-                   "the odd ones (Tancik et al.'s generalisation protocol)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets",
-                   help="override a preset entry, e.g. --set train.lr=3e-3 --set field.network_options.hidden=128")
-    p.add_argument("--precision", choices=["32", "bf16"], help="fp32, or bf16 autocast (about 2x faster on CPUs "
-                   "with AVX-512 bf16; default: the preset's)")
+                   help="override a preset entry, e.g. --set train.lr=3e-3 (with --resume: train.lr, train.steps, ...)")
+    _add_device(p)
+    p.add_argument("--devices", type=positive_int, default=1, help="DDP over N processes per node (N GPUs, or N CPU processes)")
+    p.add_argument("--num-nodes", type=positive_int, default=1, help="DDP over this many machines (Lightning's cluster environment)")
+    p.add_argument("--precision", choices=["32", "bf16"], help="fp32, or bf16 autocast (default: the preset's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    if kind != "audio":
-        p.add_argument("--alpha", choices=["fit", "composite"], default="fit",
-                       help="RGBA images: fit all 4 channels (default) or composite onto white and fit RGB")
+
+
+TRAIN_COMMANDS = {  # command -> (task, input argument, what)
+    "fit-image": ("image", "IMAGE", "fit a field to an image"),
+    "fit-audio": ("audio", "AUDIO", "fit a field to an audio clip"),
+    "fit-video": ("video", "VIDEO", "fit a field over (t, y, x) to a video"),
+}
+
+
+def _add_train_command(sub, name: str, task: str, input_name: Optional[str], what: str, input_flag: Optional[str] = None):
+    from .tasks.base import get_task
+
+    cls = get_task(task)
+    p = sub.add_parser(name, help=what, description=f"{what[0].upper() + what[1:]}; writes DIR/metrics.json, "
+                       f"{cls.outputs_help}, config.yaml and checkpoints. Kill it any time and continue with --resume DIR.")
+    if input_flag:
+        p.add_argument(input_flag, dest="input", metavar="DIR", help=cls.input_help)
+    elif input_name:
+        optional = cls(None, None, None).default_input() is not None if task != "video" else False
+        p.add_argument("input", metavar=input_name, nargs="?" if optional else None, help=cls.input_help)
+    add_run_options(p, cls.default_preset)
+    cls.add_arguments(p)
+    p.set_defaults(task=task)
+    return p
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="inr",
-        description="Implicit neural representations: fit images and audio with coordinate networks on CPU or GPU.",
-    )
+    parser = argparse.ArgumentParser(prog="inr", description="Implicit neural representations: fit images, audio, video, "
+                                     "radiance fields and point clouds with coordinate networks, on CPU or GPU.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("presets", help="list the bundled presets", description="List the bundled presets of each task.")
-    p.add_argument("--task", choices=["image", "audio", "nerf"], help="only this task's presets")
+    p.add_argument("--task", choices=["image", "audio", "video", "nerf", "pointcloud"], help="only this task's presets")
+    sub.add_parser("doctor", help="what this machine gives inr: devices, backends and why, versions",
+                   description="Print torch/CUDA and the devices, which backend each component uses here and why, and versions.")
 
-    for kind in ("image", "audio"):
-        p = sub.add_parser(
-            f"fit-{kind}",
-            help=f"fit a field to an {kind} file",
-            description=f"Fit a field (encoding + network) to one {kind} and write DIR/metrics.json, "
-            + ("reconstruction.png, error.png, curve.png" if kind == "image" else "reconstruction.wav, audio.png, curve.png")
-            + ", config.yaml and a checkpoint. Kill it any time and continue with --resume DIR.",
-        )
-        p.add_argument(kind.upper(), nargs="?", help=f"{kind} file (default: the bundled "
-                       + ("512x512 astronaut photo" if kind == "image" else "5 s 16 kHz speech clip") + ")")
-        p.add_argument("--preset", default="hashgrid", help="preset name (see `inr presets`) or a YAML file (default: hashgrid)")
-        p.add_argument("--out", metavar="DIR", help="output folder (default: runs/<kind>-<preset>-<time>)")
-        p.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last checkpoint")
-        p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
-        _add_fit_options(p, kind)
+    for name, (task, input_name, what) in TRAIN_COMMANDS.items():
+        _add_train_command(sub, name, task, input_name, what)
 
     p = sub.add_parser("render-image", help="render a fitted image at any resolution",
                        description="Render the image field of a fit-image run at SCALE times its size, in chunks.")
     p.add_argument("run", metavar="DIR", help="a fit-image run folder")
-    p.add_argument("--scale", type=_positive_float, default=1.0, help="output size / training image size (default 1)")
+    p.add_argument("--scale", type=positive_float, default=1.0, help="output size / training image size (default 1)")
     p.add_argument("--out", metavar="FILE", required=True, help="output image file (.png, .jpg, ...)")
     p.add_argument("--level", type=int, help="PINs fields: render this level only (0 = coarsest)")
+    _add_device(p)
+
+    p = sub.add_parser("render-video", help="render a fitted video at any size and frame rate",
+                       description="Render the field of a fit-video run at SCALE times its frame size (spatial "
+                       "super-resolution) and FPS frames per second (more than the source's: temporal super-resolution).")
+    p.add_argument("run", metavar="DIR", help="a fit-video run folder")
+    p.add_argument("--scale", type=positive_float, default=1.0, help="output frame size / training frame size (default 1)")
+    p.add_argument("--fps", type=positive_float, help="frames per second (default: the source's)")
+    p.add_argument("--out", metavar="FILE", required=True, help="video file: .mp4 or .gif")
+    _add_device(p)
 
     p = sub.add_parser("compare", help="fit several presets to one signal and compare them",
                        description="Run each preset on the same image or audio file with the same options; write "
                        "DIR/compare.json, compare.md (the table) and compare.png (quality vs wall time).")
-    p.add_argument("signal", metavar="SIGNAL", help="an image or audio file")
+    p.add_argument("input", metavar="SIGNAL", help="an image or audio file")
     p.add_argument("--presets", required=True, help="comma-separated preset names, e.g. relu,fourier,hashgrid")
-    p.add_argument("--out", metavar="DIR", required=True, help="output folder (one sub-folder per preset)")
-    p.add_argument("--overwrite", action="store_true", help="replace runs already in DIR")
-    _add_fit_options(p, None)
+    add_run_options(p, "", with_preset=False)
+    p.add_argument("--holdout", choices=["none", "even-odd"], help="see fit-image")
+
     nerf = sub.add_parser("nerf", help="NeRF on scene folders (train, eval, render, export)",
                           description="Radiance fields on Blender, instant-ngp/nerfstudio or LLFF scene folders.")
     nsub = nerf.add_subparsers(dest="nerf_command", metavar="ACTION", required=True)
-    p = nsub.add_parser("train", help="train a radiance field on a scene",
-                        description="Train on the scene's train split, then render and score every test view: "
-                        "DIR/metrics.json (test_psnr, test_ssim, per view, steps, seconds, rays_per_second), "
-                        "DIR/renders/, curve.png, config.yaml, checkpoints/last.ckpt.")
-    p.add_argument("scene", metavar="SCENE", nargs="?", help="scene folder (default: the bundled scenes/tabletop)")
-    p.add_argument("--preset", default="ngp", help="ngp (default), nerf, or a YAML file")
-    _add_run_options(p, "the preset's", "runs/nerf-<preset>-<time>")
-    p.add_argument("--downscale", type=_positive_int, default=1, help="divide image sizes by this factor")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--devices", type=_positive_int, default=1,
-                   help="train with DDP over N processes (N GPUs with CUDA, else N CPU processes; default 1)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets", help="override a preset entry")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_train_command(nsub, "train", "nerf", "SCENE", "train a radiance field on a scene")
     p = nsub.add_parser("eval", help="score a trained run on its test split",
                         description="Render every test view of a nerf train run; per-view and mean PSNR/SSIM to DIR/eval.json.")
     p.add_argument("run", metavar="DIR")
+    _add_device(p)
     p = nsub.add_parser("render", help="render a video of a trained run",
                         description="Render frames on a circle around the scene (axis: the training cameras' mean up "
                         "vector; centre: where their optical axes meet; radius and height: theirs) into a video.")
     p.add_argument("run", metavar="DIR")
     p.add_argument("--orbit", action="store_true", help="an orbit around the scene (the default and only path)")
-    p.add_argument("--frames", type=_positive_int, default=120, help="number of frames (default 120)")
-    p.add_argument("--fps", type=_positive_int, default=30, help="frames per second (default 30)")
+    p.add_argument("--frames", type=positive_int, default=120, help="number of frames (default 120)")
+    p.add_argument("--fps", type=positive_int, default=30, help="frames per second (default 30)")
     p.add_argument("--out", metavar="FILE", required=True, help="video file: .mp4 or .gif")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_device(p)
     p = nsub.add_parser("export", help="export a mesh or a point cloud of a trained run",
                         description="--mesh: marching cubes on the density over the scene box (cells the occupancy "
                         "grid marks empty count as empty), vertex colours from the field. --points: the expected "
                         "surface points of rays through random training pixels, with their colours.")
     p.add_argument("run", metavar="DIR")
     p.add_argument("--mesh", metavar="FILE", help="mesh file: .ply, .obj or .glb")
-    p.add_argument("--resolution", type=_positive_int, default=256, help="marching-cubes lattice per side (default 256)")
-    p.add_argument("--threshold", type=_positive_float,
+    p.add_argument("--resolution", type=positive_int, default=256, help="marching-cubes lattice per side (default 256)")
+    p.add_argument("--threshold", type=positive_float,
                    help="density level of the surface (default: ln 2 / marching step, where a step is half opaque)")
     p.add_argument("--points", metavar="FILE", help="point cloud file: .ply, .pcd or .xyz")
-    p.add_argument("--num-points", type=_positive_int, default=200_000, help="rays cast for --points (default 200000)")
+    p.add_argument("--num-points", type=positive_int, default=200_000, help="rays cast for --points (default 200000)")
+    _add_device(p)
+
     pc = sub.add_parser("pointcloud", help="point clouds (denoise, densify, reconstruct, eval, train)",
                         description="Point-cloud tools. Files: PLY (ascii/binary), PCD, XYZ, NPY.")
     psub = pc.add_subparsers(dest="pointcloud_command", metavar="ACTION", required=True)
@@ -166,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "distance, F-score at a threshold, and point counts, as JSON.")
     p.add_argument("pred", metavar="PRED")
     p.add_argument("gt", metavar="GT")
-    p.add_argument("--threshold", type=_positive_float,
+    p.add_argument("--threshold", type=positive_float,
                    help="F-score distance threshold (default: 0.01 x the ground truth's bounding-box diagonal)")
     p.add_argument("--out", metavar="FILE", help="also write the JSON here")
     p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
@@ -174,58 +168,84 @@ def build_parser() -> argparse.ArgumentParser:
                        ("densify", "add points on the surface (--factor times as many)"),
                        ("reconstruct", "denoise and densify at once")):
         p = psub.add_parser(name, help=what, description=f"{what[0].upper() + what[1:]}, with the trained "
-                            "two-stage network (the shipped weights, or --weights).")
+                            "two-stage network (the shipped weights, or --weights). Colours of the input, if any, "
+                            "go to each output point from its nearest input point.")
         p.add_argument("inp", metavar="IN")
-        p.add_argument("out", metavar="OUT")
+        p.add_argument("out_positional", metavar="OUT", nargs="?", help="output file (or --out FILE)")
+        p.add_argument("--out", metavar="FILE", help="output file: .ply, .pcd, .xyz or .npy")
         p.add_argument("--weights", metavar="FILE", help="model.pt of `inr pointcloud train` (default: the shipped weights)")
         p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
-        p.add_argument("--voxel-size", type=_positive_float, metavar="SIZE",
+        p.add_argument("--voxel-size", type=positive_float, metavar="SIZE",
                        help="voxel side in the cloud's units (default: the bounding-box diagonal / the model's voxels "
                        "per diagonal, 56 for the shipped weights; smaller for dense scans, so that an occupied voxel holds "
                        "no more input points on average than the densest training input)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar (shown when a cloud needs several tiles)")
+        _add_device(p)
         if name != "denoise":
-            p.add_argument("--factor", type=_positive_float, default=4.0, help="output points per input point (default 4)")
+            p.add_argument("--factor", type=positive_float, default=4.0, help="output points per input point (default 4)")
         else:
             p.add_argument("--baseline", choices=["open3d"], help="Open3D statistical outlier removal "
                            "(20 neighbours, 2 standard deviations) instead of the network, to compare")
-    p = psub.add_parser("train", help="train the reconstruction network on generated or given shapes",
-                        description="Train the two-stage network (sparse stacked hourglass + transformer) on pairs "
-                        "made on the fly: clean dense surface samples as targets, copies with noise, sparsity, "
-                        "outliers and holes as inputs. Writes DIR/model.pt (the weights), metrics.json, checkpoints.")
-    p.add_argument("--meshes", metavar="DIR", help="train on these meshes (.ply/.obj/.off/.stl/.glb) instead of synthetic shapes")
-    _add_run_options(p, "4000", "runs/pointcloud")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-every", type=_positive_int, default=200, help="steps between validation measurements")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="sets", help="train.KEY=VALUE or model.KEY=VALUE")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p = _add_train_command(psub, "train", "pointcloud", None, "train the reconstruction network on generated or given shapes",
+                           input_flag="--meshes")
+    p.add_argument("--eval-every", type=positive_int, help="steps between validation measurements (= --set train.eval_every)")
     return parser
+
+
+def run_options(args: argparse.Namespace):
+    """RunOptions of a training command's arguments."""
+    from .tasks.base import get_task
+    from .tasks.run import RunOptions
+
+    overrides = _parse_sets(args.sets)
+    if getattr(args, "precision", None):
+        overrides["train.precision"] = args.precision
+    if getattr(args, "eval_every", None):
+        overrides["train.eval_every"] = args.eval_every
+    task = get_task(args.task)
+    if args.task == "pointcloud":  # the old spelling of the model's settings
+        overrides = {("field." + k[len("model."):] if k.startswith("model.") else k): v for k, v in overrides.items()}
+    return RunOptions(task=args.task, input=getattr(args, "input", None), preset=getattr(args, "preset", None),
+                      out=args.out, steps=args.steps, time_budget=args.time_budget, seed=args.seed, overrides=overrides,
+                      device=args.device, devices=args.devices, num_nodes=args.num_nodes, progress=not args.no_progress,
+                      overwrite=args.overwrite, task_options=task.options_from_args(args))
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .tasks.base import get_task
+    from .tasks.run import train
+
+    opts = run_options(args)
+    if args.resume and args.overwrite:
+        raise InputError(None, "--resume and --overwrite contradict each other")
+    result = train(opts, resume=Path(args.resume) if args.resume else None)
+    if "rank" in result:  # a DDP process other than the first: the first one reports
+        return 0
+    print(get_task(args.task).summary(result))
+    print(f"outputs in {result['out']}")
+    return 0
 
 
 def cmd_pointcloud(args: argparse.Namespace) -> int:
     import json
 
     if args.pointcloud_command == "train":
-        from .tasks.pointcloud_train import PointCloudTrainOptions, run_pointcloud_train
-
-        opts = PointCloudTrainOptions(meshes=args.meshes, out=args.out, steps=args.steps, time_budget=args.time_budget,
-                                      seed=args.seed, overrides=_parse_sets(args.sets), progress=not args.no_progress,
-                                      overwrite=args.overwrite, eval_every=args.eval_every)
-        r = run_pointcloud_train(opts, resume=Path(args.resume) if args.resume else None)
-        print(f"trained {r['steps']} steps in {r['seconds']:.1f} s; validation Chamfer output/input "
-              f"{r['validation_chamfer_ratio']:.3f}; weights {r['weights']}")
-        return 0
-
+        return cmd_train(args)
     from .tasks.outputs import write_json
     from .tasks.pointcloud import evaluate_files
 
     if args.pointcloud_command in ("denoise", "densify", "reconstruct"):
         from .tasks.pointcloud import process_file
 
-        r = process_file(args.pointcloud_command, Path(args.inp), Path(args.out), args.weights, getattr(args, "factor", 4.0),
+        out = args.out or args.out_positional
+        if not out:
+            raise InputError(None, f"pointcloud {args.pointcloud_command} needs an output file (OUT or --out FILE)")
+        if args.out and args.out_positional and args.out != args.out_positional:
+            raise InputError(None, f"two outputs given: {args.out_positional} and --out {args.out}")
+        r = process_file(args.pointcloud_command, Path(args.inp), Path(out), args.weights, getattr(args, "factor", 4.0),
                          getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
-                         progress=not args.no_progress)
-        print(f"wrote {args.out}: {r['output_points']:,} points from {r['input_points']:,} ({r['method']})")
+                         progress=not args.no_progress, device=args.device)
+        print(f"wrote {out}: {r['output_points']:,} points from {r['input_points']:,} ({r['method']})")
         return 0
     r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)
     if args.out:
@@ -238,34 +258,23 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
 
 def cmd_nerf(args: argparse.Namespace) -> int:
     if args.nerf_command == "train":
-        from .tasks.nerf_fit import NerfOptions, run_nerf
-
-        opts = NerfOptions(scene=args.scene, preset=args.preset, out=args.out, steps=args.steps, time_budget=args.time_budget,
-                           seed=args.seed, downscale=args.downscale, overrides=_parse_sets(args.sets),
-                           progress=not args.no_progress, overwrite=args.overwrite, devices=args.devices)
-        r = run_nerf(opts, resume=Path(args.resume) if args.resume else None)
-        if "test_psnr" not in r:  # a DDP process other than the first: the first one reports
-            return 0
-        print(f"{r['preset']}: test PSNR {r['test_psnr']:.2f} dB, SSIM {r['test_ssim']:.4f} after {r['steps']} steps in "
-              f"{r['seconds']:.1f} s ({r['rays_per_second']:,.0f} rays/s), {r['params']:,} parameters")
-        print(f"outputs in {r['out']}")
-        return 0
+        return cmd_train(args)
     if args.nerf_command == "render":
         from .tasks.nerf_export import render_orbit
 
-        r = render_orbit(Path(args.run), Path(args.out), args.frames, args.fps, progress=not args.no_progress)
+        r = render_orbit(Path(args.run), Path(args.out), args.frames, args.fps, progress=not args.no_progress, device=args.device)
         print(f"wrote {args.out} ({r['frames']} frames, {r['width']}x{r['height']}, {r['fps']} fps)")
         return 0
     if args.nerf_command == "export":
-        from .tasks.nerf_export import MESH_FORMATS, POINT_FORMATS, _check_suffix, export_mesh, export_points
+        from .tasks.nerf_export import MESH_FORMATS, POINT_FORMATS, check_suffix, export_mesh, export_points
         from .tasks.nerf_fit import load_nerf_run
 
         if not args.mesh and not args.points:
             raise InputError(None, "nerf export needs --mesh FILE and/or --points FILE")
         for path, formats, what in ((args.mesh, MESH_FORMATS, "mesh"), (args.points, POINT_FORMATS, "point cloud")):
             if path:
-                _check_suffix(Path(path), formats, what)
-        loaded = load_nerf_run(Path(args.run))  # once for both exports (loading compiles the field)
+                check_suffix(Path(path), formats, what)
+        loaded = load_nerf_run(Path(args.run), args.device)  # once for both exports (loading compiles the field)
         if args.mesh:
             r = export_mesh(Path(args.run), Path(args.mesh), args.resolution, args.threshold, loaded)
             print(f"wrote {args.mesh} ({r['vertices']:,} vertices, {r['faces']:,} faces, density level {r['threshold']:.3g}, "
@@ -276,22 +285,11 @@ def cmd_nerf(args: argparse.Namespace) -> int:
         return 0
     from .tasks.nerf_fit import eval_run
 
-    r = eval_run(Path(args.run))
+    r = eval_run(Path(args.run), args.device)
     for v in r["per_view"]:
         print(f"{v['view']}: PSNR {v['psnr']:.2f} dB, SSIM {v['ssim']:.4f}")
     print(f"mean: PSNR {r['test_psnr']:.2f} dB, SSIM {r['test_ssim']:.4f} (written to {Path(args.run) / 'eval.json'})")
     return 0
-
-
-def _fit_options(args: argparse.Namespace, kind: str, signal: Optional[str], preset: Optional[str], out: Optional[str]):
-    from .tasks.fit import FitOptions
-
-    return FitOptions(
-        kind=kind, signal=signal, preset=preset, out=out, steps=args.steps, time_budget=args.time_budget,
-        seed=args.seed, holdout=args.holdout, alpha=getattr(args, "alpha", "fit"),
-        overrides={**_parse_sets(args.sets), **({"train.precision": args.precision} if args.precision else {})},
-        progress=not args.no_progress, overwrite=getattr(args, "overwrite", False),
-    )
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -304,35 +302,18 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_fit(args: argparse.Namespace, kind: str) -> int:
-    from .tasks.fit import run_fit
-
-    opts = _fit_options(args, kind, getattr(args, kind.upper()), args.preset, args.out)
-    result = run_fit(opts, resume=Path(args.resume) if args.resume else None)
-    quality = f"PSNR {result['psnr']:.2f} dB" + (f", SSIM {result['ssim']:.4f}" if "ssim" in result else f", SNR {result['snr_db']:.2f} dB")
-    print(f"{result['preset']}: {quality} ({result['holdout']}) after {result['steps']} steps in {result['seconds']:.1f} s, "
-          f"{result['params']:,} parameters")
-    print(f"outputs in {result['out']}")
-    return 0
-
-
-def cmd_render_image(args: argparse.Namespace) -> int:
-    from .tasks.render import render_image
-
-    shape = render_image(Path(args.run), args.scale, Path(args.out), level=args.level)
-    print(f"wrote {args.out} ({shape[1]}x{shape[0]})")
-    return 0
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     from .tasks.compare import run_compare
-    from .tasks.fit import kind_of
 
     names = [n.strip() for n in args.presets.split(",") if n.strip()]
     if not names:
         raise InputError(None, "--presets is empty")
-    kind = kind_of(args.signal)
-    opts = _fit_options(args, kind, args.signal, None, args.out)
+    if args.resume:
+        raise InputError(None, "compare cannot resume; resume each run with fit-image/fit-audio --resume DIR/<preset>")
+    if not args.out:
+        raise InputError(None, "compare needs --out DIR (one sub-folder per preset)")
+    args.task = "audio" if Path(args.input).suffix.lower() in (".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif") else "image"
+    opts = run_options(args)
     table = run_compare(opts, names)
     print(table)
     print(f"outputs in {args.out}")
@@ -341,32 +322,50 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    from ._external import MissingBackend
+    from .tasks.optim import TrainingDiverged
+    from .tasks.run import RunStopped
+
     try:
         if args.command == "presets":
             return cmd_presets(args)
-        if args.command in ("fit-image", "fit-audio"):
-            return cmd_fit(args, args.command.split("-")[1])
+        if args.command == "doctor":
+            from .doctor import report
+
+            print("\n".join(report()))
+            return 0
+        if args.command in TRAIN_COMMANDS:
+            return cmd_train(args)
         if args.command == "render-image":
-            return cmd_render_image(args)
+            from .tasks.render import render_image
+
+            h, w = render_image(Path(args.run), args.scale, Path(args.out), level=args.level, device=args.device)
+            print(f"wrote {args.out} ({w}x{h})")
+            return 0
+        if args.command == "render-video":
+            from .tasks.render import render_video
+
+            n, h, w, fps = render_video(Path(args.run), Path(args.out), args.scale, args.fps, device=args.device)
+            print(f"wrote {args.out} ({n} frames, {w}x{h}, {fps:g} fps)")
+            return 0
         if args.command == "compare":
             return cmd_compare(args)
         if args.command == "nerf":
             return cmd_nerf(args)
         if args.command == "pointcloud":
             return cmd_pointcloud(args)
-    except InputError as exc:
+    except (InputError, MissingBackend) as exc:
         print(f"inr: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except RunStopped as exc:
+        print(f"inr: {exc}", file=sys.stderr)
+        return EXIT_SIGTERM if exc.signal == "SIGTERM" else EXIT_SIGINT
     except KeyboardInterrupt as exc:
         print(f"inr: {exc or 'interrupted'}", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        from .tasks.signal_fit import TrainingDiverged
-
-        if isinstance(exc, TrainingDiverged):
-            print(f"inr: error: {exc}", file=sys.stderr)
-            return EXIT_DIVERGED
-        raise
+        return EXIT_SIGINT
+    except TrainingDiverged as exc:
+        print(f"inr: error: {exc}", file=sys.stderr)
+        return EXIT_DIVERGED
     return 1
 
 

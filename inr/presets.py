@@ -14,8 +14,7 @@ from .errors import InputError
 from .fields import FieldConfig
 from .render.radiance import RadianceFieldConfig
 
-TASKS = ("image", "audio")
-ALL_TASKS = ("image", "audio", "nerf")
+ALL_TASKS = ("image", "audio", "video", "nerf", "pointcloud")
 
 
 def _check_precision(precision: str) -> None:
@@ -24,8 +23,9 @@ def _check_precision(precision: str) -> None:
 
 
 @dataclass
-class TrainConfig:
-    """How a field is fitted to one signal."""
+class OptimConfig:
+    """The optimizer of every task: Adam with an exponential learning-rate decay, a step budget,
+    precision, compilation and checkpoint spacing. Each task's train config extends it."""
 
     steps: int = 1000
     """Optimizer steps (a time budget can stop earlier)."""
@@ -34,63 +34,58 @@ class TrainConfig:
     eps: float = 1e-8
     lr_final_factor: float = 1.0
     """Exponential decay of the learning rate down to lr * this factor at `steps`."""
-    batch_size: Optional[int] = None
-    """Random coordinates per step; None = the full training grid every step."""
     precision: str = "32"
     """'32' (fp32) or 'bf16' (bf16 autocast, ~2x faster on CPUs with AVX-512 bf16)."""
     compile: bool = False
     """torch.compile the field for training (compile time counts in the reported seconds)."""
+    eval_every: int = 50
+    """Steps between evaluations for the curve (evaluation time is not counted)."""
+    checkpoint_every: int = 100
+    """Steps between checkpoints (the last one is also written at the end)."""
+
+    FLOATS = ("lr", "eps", "lr_final_factor")
+    POSITIVE = ("steps", "eval_every", "checkpoint_every")
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]):
+        cfg = from_dict_strict(cls, data, "train", floats=cls.FLOATS)
+        cfg.betas = tuple(float(b) for b in cfg.betas)  # type: ignore[assignment]
+        _check_precision(cfg.precision)
+        for name in cls.POSITIVE:
+            if getattr(cfg, name) < 1:
+                raise ValueError(f"train.{name} must be >= 1, got {getattr(cfg, name)}")
+        if not (cfg.lr > 0 and cfg.lr_final_factor > 0):
+            raise ValueError("train.lr and train.lr_final_factor must be > 0")
+        cfg.check()
+        return cfg
+
+    def check(self) -> None:
+        """Task-specific validation (subclasses)."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return _plain(asdict(self))
+
+
+def _plain(d: Dict[str, Any]) -> Dict[str, Any]:
+    """Tuples as lists, so that YAML stays plain."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+@dataclass
+class TrainConfig(OptimConfig):
+    """How a field is fitted to one sampled signal (image, audio, video)."""
+
+    batch_size: Optional[int] = None
+    """Random coordinates per step; None = the full training grid every step."""
     value_range: Tuple[float, float] = (0.0, 1.0)
     """Range the targets are mapped to for training (images: [0, 1]; SIREN's setting: [-1, 1]).
     Audio amplitudes are always in [-1, 1] and use (-1, 1)."""
     supervise_levels: bool = False
     """Multi-level fields (PINs): supervise every level's output (mean of the level losses)
     instead of the last one only, so that each coarse level is itself a fit of the signal."""
-    eval_every: int = 50
-    """Steps between test-PSNR evaluations for the curve (evaluation time is not counted)."""
-    checkpoint_every: int = 100
-    """Steps between checkpoints (the last one is also written at the end)."""
 
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "TrainConfig":
-        cfg = from_dict_strict(cls, data, "train", floats=("lr", "eps", "lr_final_factor"))
-        cfg.betas = tuple(float(b) for b in cfg.betas)  # type: ignore[assignment]
-        cfg.value_range = tuple(float(v) for v in cfg.value_range)  # type: ignore[assignment]
-        _check_precision(cfg.precision)
-        if cfg.steps < 1 or cfg.eval_every < 1 or cfg.checkpoint_every < 1:
-            raise ValueError("steps, eval_every and checkpoint_every must be >= 1")
-        return cfg
-
-
-@dataclass
-class Preset:
-    name: str
-    task: str
-    description: str
-    field: FieldConfig
-    train: TrainConfig = field(default_factory=TrainConfig)
-
-    @classmethod
-    def from_dict(cls, name: str, data: Dict[str, Any]) -> "Preset":
-        unknown = set(data) - {"task", "description", "field", "train"}
-        if unknown:
-            raise ValueError(f"unknown preset keys {sorted(unknown)}")
-        task = data.get("task")
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-        return cls(
-            name=name,
-            task=task,
-            description=str(data.get("description", "")),
-            field=FieldConfig.from_dict(dict(data.get("field") or {})),
-            train=TrainConfig.from_dict(dict(data.get("train") or {})),
-        )
-
-    def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
-        d["train"]["betas"] = list(self.train.betas)
-        d["train"]["value_range"] = list(self.train.value_range)
-        return d
+    def check(self) -> None:
+        self.value_range = tuple(float(v) for v in self.value_range)  # type: ignore[assignment]
 
 
 def _preset_dir(task: str) -> Path:
@@ -147,20 +142,8 @@ def read_preset_data(name_or_path: str, task: str, overrides: Optional[Dict[str,
     return label, path, data
 
 
-def load_preset(name_or_path: str, task: str, overrides: Optional[Dict[str, Any]] = None) -> Preset:
-    """A signal-fitting preset (image or audio) by name or YAML path, validated."""
-    label, path, data = read_preset_data(name_or_path, task, overrides)
-    try:
-        preset = Preset.from_dict(label, data)
-    except (TypeError, ValueError) as exc:
-        raise InputError(path, f"invalid preset: {exc}") from None
-    if preset.task != task:
-        raise InputError(path, f"is a {preset.task} preset, not an {task} one")
-    return preset
-
-
 @dataclass
-class NerfTrainConfig:
+class NerfTrainConfig(OptimConfig):
     """How a radiance field is trained on a scene."""
 
     steps: int = 20000
@@ -168,13 +151,13 @@ class NerfTrainConfig:
     betas: Tuple[float, float] = (0.9, 0.99)
     eps: float = 1e-15
     lr_final_factor: float = 0.03
+    eval_every: int = 500
+    checkpoint_every: int = 500
     rays_per_batch: int = 8192
     """The most rays in one step."""
     target_samples: int = 65536
     """Samples per step to aim at: the ray count follows the samples per ray of the last step
     (nerfacc's dynamic batch), so early steps with a fog-filled grid stay cheap."""
-    precision: str = "32"
-    compile: bool = False
     render_step_size: Optional[float] = None
     """Marching step in world units; None: the scene box's diagonal / 256 (nerfacc and
     nerfstudio use ~1/1000 on GPU; on CPU 1/256 is the better trade, see the README)."""
@@ -188,65 +171,122 @@ class NerfTrainConfig:
     """Training marches with a density pre-pass (early termination, alpha_thre): it drops samples
     behind surfaces, but on CPU it costs more than it saves unless it drops most samples."""
     alpha_thre: float = 0.0
+    stratified: bool = False
+    """Training rays start their sample lattice at a random offset in [0, step) (nerfacc's
+    `stratified`), so the field is not only ever queried at the same depths."""
     train_background: str = "random"
     """'random' (a random colour per ray, so transparent pixels teach empty space), or 'white'/'black'."""
     eval_background: str = "white"
-    eval_every: int = 500
     eval_views: int = 2
     """Test views rendered for the PSNR curve (the final evaluation uses all of them)."""
     eval_stride: int = 4
     """The curve's PSNR uses every eval_stride-th pixel in each direction (the final evaluation uses all)."""
-    checkpoint_every: int = 500
 
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "NerfTrainConfig":
-        floats = ("lr", "eps", "lr_final_factor", "render_step_size", "grid_threshold", "grid_ema_decay", "early_stop_eps", "alpha_thre")
-        cfg = from_dict_strict(cls, data, "train", floats=floats)
-        cfg.betas = tuple(float(b) for b in cfg.betas)  # type: ignore[assignment]
-        _check_precision(cfg.precision)
-        for name in ("steps", "rays_per_batch", "target_samples", "grid_resolution", "grid_update_every", "eval_every",
-                     "eval_views", "eval_stride", "checkpoint_every"):
-            if getattr(cfg, name) < 1:
-                raise ValueError(f"train.{name} must be >= 1, got {getattr(cfg, name)}")
-        if cfg.render_step_size is not None and cfg.render_step_size <= 0:
-            raise ValueError(f"train.render_step_size must be > 0, got {cfg.render_step_size}")
-        for bg in (cfg.train_background, cfg.eval_background):
+    FLOATS = ("lr", "eps", "lr_final_factor", "render_step_size", "grid_threshold", "grid_ema_decay", "early_stop_eps",
+              "alpha_thre")
+    POSITIVE = ("steps", "rays_per_batch", "target_samples", "grid_resolution", "grid_update_every", "eval_every",
+                "eval_views", "eval_stride", "checkpoint_every")
+
+    def check(self) -> None:
+        if self.render_step_size is not None and self.render_step_size <= 0:
+            raise ValueError(f"train.render_step_size must be > 0, got {self.render_step_size}")
+        for bg in (self.train_background, self.eval_background):
             if bg not in ("random", "white", "black"):
                 raise ValueError(f"background must be random, white or black, got {bg!r}")
-        return cfg
+
 
 
 @dataclass
-class NerfPreset:
+class PointCloudTrainConfig(OptimConfig):
+    """How the point-cloud reconstruction network is trained on shapes made on the fly."""
+
+    steps: int = 4000
+    lr: float = 2e-3
+    lr_final_factor: float = 0.1
+    eval_every: int = 200
+    checkpoint_every: int = 200
+    dense_points: int = 20000
+    voxels_per_diagonal: float = 56.0
+    shape_pool: int = 64
+    """Synthetic shapes kept and re-corrupted (a new one replaces a random old one every step)."""
+    stage2_on_predicted: bool = True
+    """Stage 2 also learns on the voxels stage 1 wrongly predicts (False: the true voxels only)."""
+
+    FLOATS = ("lr", "eps", "lr_final_factor", "voxels_per_diagonal")
+
+
+def _field_config(task: str):
+    """The field (model) config class of a task's presets, imported only when needed."""
+    if task in SIGNAL_TASKS:
+        from .fields import FieldConfig
+
+        return FieldConfig
+    if task == "nerf":
+        from .render.radiance import RadianceFieldConfig
+
+        return RadianceFieldConfig
+    from .pointcloud.network import ReconstructionConfig
+
+    return ReconstructionConfig
+
+
+SIGNAL_TASKS = ("image", "audio", "video")
+TRAIN_CONFIGS = {"image": TrainConfig, "audio": TrainConfig, "video": TrainConfig, "nerf": NerfTrainConfig,
+                 "pointcloud": PointCloudTrainConfig}
+"""Every task's train config; its field config comes from `_field_config`."""
+
+
+@dataclass
+class Preset:
+    """A named preset of one task: what to train (`field`) and how (`train`)."""
+
     name: str
+    task: str
     description: str
-    field: RadianceFieldConfig
-    train: NerfTrainConfig
+    field: Any
+    train: Any
 
     @classmethod
-    def from_dict(cls, name: str, data: Dict[str, Any]) -> "NerfPreset":
+    def from_dict(cls, name: str, data: Dict[str, Any]) -> "Preset":
         unknown = set(data) - {"task", "description", "field", "train"}
         if unknown:
             raise ValueError(f"unknown preset keys {sorted(unknown)}")
-        if data.get("task") != "nerf":
-            raise ValueError(f"task must be 'nerf', got {data.get('task')!r}")
-        return cls(name, str(data.get("description", "")), RadianceFieldConfig.from_dict(dict(data.get("field") or {})),
-                   NerfTrainConfig.from_dict(dict(data.get("train") or {})))
+        task = data.get("task")
+        if task not in TRAIN_CONFIGS:
+            raise ValueError(f"task must be one of {tuple(TRAIN_CONFIGS)}, got {task!r}")
+        field_cls = _field_config(task)
+        field_data = dict(data.get("field") or {})
+        if hasattr(field_cls, "from_dict"):
+            fld = field_cls.from_dict(field_data)
+        else:
+            fld = from_dict_strict(field_cls, field_data, "field")
+        return cls(name, task, str(data.get("description", "")), fld, TRAIN_CONFIGS[task].from_dict(dict(data.get("train") or {})))
 
     def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
-        d["task"] = "nerf"
-        d["train"]["betas"] = list(self.train.betas)
-        return d
+        return {"name": self.name, "task": self.task, "description": self.description,
+                "field": _plain(asdict(self.field)), "train": self.train.to_dict()}
 
 
-def load_nerf_preset(name_or_path: str, overrides: Optional[Dict[str, Any]] = None) -> NerfPreset:
-    label, path, data = read_preset_data(name_or_path, "nerf", overrides)
+def load_preset(name_or_path: str, task: str, overrides: Optional[Dict[str, Any]] = None) -> Preset:
+    """A preset of `task` by name or YAML path, with dotted overrides ('train.lr'), validated."""
+    label, path, data = read_preset_data(name_or_path, task, overrides)
     try:
-        return NerfPreset.from_dict(label, data)
+        preset = Preset.from_dict(label, data)
     except (TypeError, ValueError) as exc:
         raise InputError(path, f"invalid preset: {exc}") from None
+    if preset.task != task:
+        raise InputError(path, f"is a {preset.task} preset, not a {task} one")
+    return preset
+
+
+def preset_from_saved(data: Dict[str, Any]) -> Preset:
+    """The preset a run saved in its config.yaml (Preset.to_dict())."""
+    return Preset.from_dict(data["name"], {k: v for k, v in data.items() if k != "name"})
+
+
+def load_nerf_preset(name_or_path: str, overrides: Optional[Dict[str, Any]] = None) -> Preset:
+    return load_preset(name_or_path, "nerf", overrides)
 
 
 def describe_preset(name: str, task: str) -> str:
-    return (load_nerf_preset(name) if task == "nerf" else load_preset(name, task)).description
+    return load_preset(name, task).description

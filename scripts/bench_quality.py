@@ -24,14 +24,20 @@ from benchlib import astronaut, cameraman, load_image_tensor, save, table  # noq
 from inr import build_encoding, metrics  # noqa: E402
 from inr.data.signal import grid_coords  # noqa: E402
 from inr.encodings.shifted_basis import stable_rank  # noqa: E402
-from inr.tasks.fit import FitOptions, default_signal, run_fit  # noqa: E402
+from inr._resources import data_dir  # noqa: E402
+from inr.tasks.run import RunOptions, train  # noqa: E402
 
 OUT = Path("bench-results")
 
 
-def fit(kind, signal, preset, name, **kw):
-    opts = FitOptions(kind=kind, signal=str(signal), preset=preset, out=str(OUT / name), progress=False, overwrite=True, **kw)
-    return run_fit(opts)
+def default_signal(kind):
+    return data_dir("assets") / {"image": "astronaut.png", "audio": "speech.wav"}[kind]
+
+
+def fit(kind, signal, preset, name, holdout=None, **kw):
+    opts = RunOptions(task=kind, input=str(signal), preset=preset, out=str(OUT / name), progress=False, overwrite=True,
+                      task_options={"holdout": holdout}, **kw)
+    return train(opts)
 
 
 def row(r, **extra):

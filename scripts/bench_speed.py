@@ -123,7 +123,7 @@ def plain_siren(size: int) -> torch.nn.Module:
 def section_overhead(rows, size: int = 256, steps: int = 12):
     """Per-step time of `inr fit-image --preset siren` (Lightning) vs a plain loop, same image."""
     from inr.data.signal import grid_coords
-    from inr.tasks.fit import FitOptions, run_fit
+    from inr.tasks.run import RunOptions, train
     from benchlib import load_image_tensor
 
     img = cameraman(size)
@@ -143,7 +143,7 @@ def section_overhead(rows, size: int = 256, steps: int = 12):
     def ours(compile_: bool) -> float:
         per_run = []
         for n in (2, 2 + steps):  # the difference of two runs cancels set-up, compile and final evaluation
-            r = run_fit(FitOptions(kind="image", signal=str(img), preset="siren", out=f"bench-results/overhead{n}",
+            r = train(RunOptions(task="image", input=str(img), preset="siren", out=f"bench-results/overhead{n}",
                                    steps=n, progress=False, overwrite=True,
                                    overrides={"train.eval_every": 10**6, "train.compile": compile_}))
             per_run.append(r["seconds"])

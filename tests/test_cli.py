@@ -11,8 +11,8 @@ import torch
 
 import inr.metrics as M
 from inr.cli import main
-from inr.tasks.fit import FitOptions, run_fit
-from inr.tasks.signal_fit import TrainingDiverged
+from inr.tasks.optim import TrainingDiverged
+from inr.tasks.run import RunOptions, train
 
 from .helpers import smooth_image, tone
 
@@ -186,10 +186,10 @@ class _Poison:
 
 def test_nan_stops_training_and_keeps_last_good_checkpoint(tmp_path):
     img = smooth_image(tmp_path / "n.png", 8)
-    opts = FitOptions(kind="image", signal=str(img), preset="relu", out=str(tmp_path / "nan"), steps=50,
+    opts = RunOptions(task="image", input=str(img), preset="relu", out=str(tmp_path / "nan"), steps=50,
                       progress=False, overrides={"train.checkpoint_every": 5})
     with pytest.raises(TrainingDiverged, match="last good checkpoint"):
-        run_fit(opts, callbacks=[_Poison(12)])
+        train(opts, callbacks=[_Poison(12)])
     ckpt = torch.load(tmp_path / "nan" / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["global_step"] == 10
     assert all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())
@@ -218,7 +218,7 @@ def test_sigterm_stops_with_a_checkpoint_and_resume_hint(tmp_path):
     time.sleep(3.0)  # training is under way
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == 143  # 128 + SIGTERM, the shell convention
     assert f"resume with --resume {out}" in err and "Traceback" not in err
     ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["global_step"] > 0  # written at the stop, not by the (never reached) schedule

@@ -168,9 +168,9 @@ def test_nerf_steps_and_renders_follow_their_input():
 
 
 def test_pointcloud_train_steps_follow_their_input():
-    from inr.tasks.pointcloud_train import PointCloudModule, PointCloudTrainConfig, shape_data
+    from inr.presets import PointCloudTrainConfig
+    from inr.tasks.pointcloud_train import PointCloudModule, shape_data
 
-    cfg = {"dense_points": 2000, "voxels_per_diagonal": 12.0, "shape_pool": 2,
-           "model": {"width": 8, "d_model": 16, "heads": 2, "layers": 1, "neighbours": 8}}
-    module = PointCloudModule(cfg)
+    cfg = {"dense_points": 2000, "voxels_per_diagonal": 12.0, "shape_pool": 2}
+    module = PointCloudModule({"width": 8, "d_model": 16, "heads": 2, "layers": 1, "neighbours": 8}, cfg)
     _steps(module, iter(shape_data(PointCloudTrainConfig.from_dict(cfg), None, 0)))

@@ -155,7 +155,7 @@ def _slow_hashgrid(g: HashGrid, x: torch.Tensor) -> torch.Tensor:
                     idx = 0
                     for i in range(d):
                         idx ^= (c[i] * PRIMES[i]) & 0xFFFFFFFF
-                acc = acc + w * g.table[off + idx % rows]
+                acc = acc + w * g.table.view(-1, g.n_features)[off + idx % rows]
             feats.append(acc)
         rows_out.append(torch.cat(feats))
     return torch.stack(rows_out)
@@ -188,6 +188,51 @@ def test_hashgrid_layout_follows_instant_ngp():
     assert -1e-4 <= g.table.min() and g.table.max() <= 1e-4
 
 
+def test_hashgrid_float64_gradcheck_inputs_and_table():
+    g = HashGrid(3, n_levels=3, n_features=2, log2_table=6, base_resolution=2, max_resolution=8, backend="torch").double()
+    with torch.no_grad():
+        g.table.uniform_(-1, 1)
+    x = (torch.rand(5, 3, dtype=torch.float64) * 1.6 - 0.8).requires_grad_()
+    table = g.table.detach().clone().requires_grad_()
+
+    def f(x, table):
+        return torch.func.functional_call(g, {"table": table}, (x,))
+
+    assert torch.autograd.gradcheck(f, (x, table), eps=1e-6, atol=1e-5)
+
+
+def test_hashgrid_table_is_flat_in_tcnn_layout_and_loads_old_checkpoints():
+    g = HashGrid(2, n_levels=2, n_features=4, log2_table=5, base_resolution=2, max_resolution=4, backend="torch")
+    assert g.table.dim() == 1 and g.table.numel() == sum(g.rows) * 4
+    # row r, feature f sits at r * F + f: setting one row moves exactly that corner's features
+    with torch.no_grad():
+        g.table.zero_()
+        g.table[4:8] = torch.tensor([1.0, 2.0, 3.0, 4.0])  # row 1 = cell (1, 0) of level 0
+    x = torch.tensor([[-1.0 + 2 * (0.5 / 1.0), -1.0]])  # u = (0.5, 0): pos = (1.0+0.5, 0.5) at scale 2-1=1
+    index, weight = g.indices_and_weights(x)
+    expected = sum(w * (torch.tensor([1.0, 2, 3, 4]) if int(i) == 1 else torch.zeros(4)) for i, w in zip(index[0, 0], weight[0, 0]))
+    assert torch.allclose(g(x)[0, :4], expected)
+    old = {"table": g.table.detach().view(-1, 4).clone()}
+    h = HashGrid(2, n_levels=2, n_features=4, log2_table=5, base_resolution=2, max_resolution=4, backend="torch")
+    h.load_state_dict(old)
+    assert torch.equal(h.table, g.table)
+
+
+def test_hashgrid_backend_capability_and_fallback():
+    from inr._external import MissingBackend
+
+    assert HashGrid.tcnn_problem(3, 2) is None
+    assert "1-D" in HashGrid.tcnn_problem(1, 2) and "features" in HashGrid.tcnn_problem(3, 3)
+    with pytest.raises(MissingBackend, match="cannot build"):
+        HashGrid(1, backend="tcnn")  # the audio preset's 1-D grid
+    g = HashGrid(1, n_levels=2, log2_table=6, backend="auto")
+    assert g.backend_for(torch.device("cpu")) == "torch" and g._tcnn is None
+    g(torch.rand(4, 1))
+    assert g._tcnn is None  # a CPU run never builds a tcnn module
+    with pytest.raises(ValueError):
+        HashGrid(2, backend="cuda")
+
+
 def test_amplified_known_values_and_plain_case():
     enc = inr.build_encoding("amplified", 3, num_freqs=1, voxel_size=1.0, alpha=1.0)
     d = torch.tensor([[0.5, 0.0, 0.0]])
@@ -202,6 +247,7 @@ def test_amplified_known_values_and_plain_case():
 
 @requires_cuda
 def test_hashgrid_tcnn_parity():
+    # needs tinycudann built on this CUDA machine (see the README's GPU section)
     pytest.importorskip("tinycudann")
     torch.manual_seed(0)
     ref = HashGrid(3, log2_table=19, backend="torch").cuda()
@@ -212,6 +258,7 @@ def test_hashgrid_tcnn_parity():
     x = torch.rand(4096, 3, device="cuda") * 2 - 1
     w = torch.randn(4096, 32, device="cuda")
     a, b = ref(x), fast(x)
+    assert fast.backend_for(x.device) == "tcnn" and fast._tcnn is not None
     (a * w).sum().backward()
     (b * w).sum().backward()
     # tcnn accumulates in fp32 with a different summation order: 1e-4 absolute on values of O(1)
@@ -239,3 +286,11 @@ def test_spherical_harmonics_known_values_and_orthonormality():
     Y = enc(d)
     gram = 4 * math.pi * (Y.t() @ Y) / n
     assert torch.allclose(gram, torch.eye(16, dtype=torch.float64), atol=1e-3)
+
+
+@requires_cuda
+def test_hashgrid_auto_falls_back_with_one_warning_on_cuda_for_a_1d_grid():
+    g = HashGrid(1, n_levels=2, log2_table=6, backend="auto").cuda()
+    with pytest.warns(UserWarning, match="pure-torch twin"):
+        y = g(torch.rand(8, 1, device="cuda"))
+    assert y.is_cuda and g._tcnn is None

@@ -99,7 +99,7 @@ def test_nerf_render_export_bad_requests_exit_2(tmp_path, capsys):
     cases = [
         (["nerf", "render", str(out), "--out", str(tmp_path / "v.avi")], "unsupported video format"),
         (["nerf", "render", str(out), "--out", str(tmp_path / "missing" / "v.mp4")], "no such folder"),
-        (["nerf", "render", str(tmp_path), "--out", str(tmp_path / "v.mp4")], "not a NeRF run folder"),
+        (["nerf", "render", str(tmp_path), "--out", str(tmp_path / "v.mp4")], "is not a run folder"),
         (["nerf", "export", str(out)], "needs --mesh"),
         (["nerf", "export", str(out), "--mesh", str(tmp_path / "m.stl")], "unsupported mesh format"),
         (["nerf", "export", str(out), "--points", str(tmp_path / "p.txt")], "unsupported point cloud format"),

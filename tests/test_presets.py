@@ -5,7 +5,7 @@ import json
 import pytest
 
 from inr.presets import available_presets, load_preset
-from inr.tasks.fit import FitOptions, run_fit
+from inr.tasks.run import RunOptions, train
 
 from .helpers import smooth_image, tone
 
@@ -22,17 +22,17 @@ def signals(tmp_path_factory):
 @pytest.mark.parametrize("kind,preset", [(k, p) for k in ("image", "audio") for p in available_presets(k)])
 def test_preset_overfits_tiny_signal(kind, preset, signals, tmp_path):
     # the preset as shipped (torch.compile included), only the evaluation interval changed
-    opts = FitOptions(kind=kind, signal=str(signals[kind]), preset=preset, out=str(tmp_path / "run"), steps=STEPS,
+    opts = RunOptions(task=kind, input=str(signals[kind]), preset=preset, out=str(tmp_path / "run"), steps=STEPS,
                       progress=False, overrides={"train.eval_every": STEPS})
-    r = run_fit(opts)
+    r = train(opts)
     start, end = r["curve"][0][2], r["psnr"]
     assert end - start >= GAIN_DB, f"{kind}/{preset}: {start:.1f} -> {end:.1f} dB"
 
 
 def test_default_preset_is_compiled_hashgrid(signals, tmp_path):
     assert load_preset("hashgrid", "image").train.compile
-    opts = FitOptions(kind="image", signal=str(signals["image"]), out=str(tmp_path / "c"), steps=60, progress=False)
-    r = run_fit(opts)
+    opts = RunOptions(task="image", input=str(signals["image"]), out=str(tmp_path / "c"), steps=60, progress=False)
+    r = train(opts)
     m = json.loads((tmp_path / "c" / "metrics.json").read_text())
     assert m["compile"] is True and m["preset"] == "hashgrid"
     assert r["psnr"] > 35.0
@@ -41,9 +41,9 @@ def test_default_preset_is_compiled_hashgrid(signals, tmp_path):
 def test_eager_and_compiled_fits_agree(signals, tmp_path):
     runs = {}
     for compile_ in (False, True):
-        opts = FitOptions(kind="image", signal=str(signals["image"]), preset="siren", out=str(tmp_path / str(compile_)),
+        opts = RunOptions(task="image", input=str(signals["image"]), preset="siren", out=str(tmp_path / str(compile_)),
                           steps=20, progress=False, overrides={"train.compile": compile_})
-        runs[compile_] = run_fit(opts)["psnr"]
+        runs[compile_] = train(opts)["psnr"]
     # same seed, same maths: only floating-point reordering differs
     assert abs(runs[False] - runs[True]) < 0.05
 

@@ -33,16 +33,16 @@ def test_even_odd_split_known_values():
 
 
 def test_supervising_every_pins_level_makes_coarse_levels_fits(tmp_path):
-    from inr.tasks.fit import FitOptions, run_fit
+    from inr.tasks.run import RunOptions, train
 
     from .helpers import smooth_image
 
     img = smooth_image(tmp_path / "p.png", 16)
     level0 = {}
     for every in (False, True):
-        opts = FitOptions(kind="image", signal=str(img), preset="pins", out=str(tmp_path / str(every)), steps=150,
+        opts = RunOptions(task="image", input=str(img), preset="pins", out=str(tmp_path / str(every)), steps=150,
                           progress=False, overrides={"train.supervise_levels": every, "train.compile": False})
-        r = run_fit(opts)
+        r = train(opts)
         assert len(r["level_psnr"]) == 4 and r["level_psnr"][-1] == r["psnr"]
         level0[every] = r["level_psnr"][0]
     assert level0[True] > level0[False] + 3.0

@@ -31,6 +31,7 @@ def read_audio(path: str | Path, max_seconds: float | None = None) -> AudioSigna
         raise InputError(p, "is a directory, not an audio file")
     if p.stat().st_size == 0:
         raise InputError(p, "file is empty (0 bytes)")
+    _check_wav_length(p)
     try:
         data, rate = sf.read(str(p), dtype="float32", always_2d=True)
     except Exception as exc:  # soundfile raises LibsndfileError/RuntimeError/TypeError
@@ -46,3 +47,25 @@ def read_audio(path: str | Path, max_seconds: float | None = None) -> AudioSigna
         raise InputError(p, "audio is silent (all samples are 0)")
     values = torch.from_numpy(np.ascontiguousarray(data / scale, dtype=np.float32))
     return AudioSignal(values=values, kind="audio", path=str(p), sample_rate=int(rate), scale=scale)
+
+
+def _check_wav_length(p: Path) -> None:
+    """A WAV whose data chunk declares more bytes than the file holds was cut short (an
+    interrupted download or recording); libsndfile would read the part that is there silently."""
+    import struct
+
+    with p.open("rb") as f:
+        head = f.read(12)
+        if len(head) < 12 or head[:4] not in (b"RIFF", b"RF64") or head[8:12] != b"WAVE" or head[:4] == b"RF64":
+            return
+        size = p.stat().st_size
+        pos = 12
+        while pos + 8 <= size:
+            f.seek(pos)
+            chunk_id, chunk_size = struct.unpack("<4sI", f.read(8))
+            if chunk_id == b"data":
+                held = size - pos - 8
+                if chunk_size > held:
+                    raise InputError(p, f"is truncated: its header declares {chunk_size:,} bytes of samples, the file holds {held:,}")
+                return
+            pos += 8 + chunk_size + (chunk_size & 1)

@@ -8,14 +8,15 @@ table trained on one backend can be evaluated on the other:
 - level l owns min(T, next_multiple_of_8(R_l^d)) table rows; a level with R_l^d rows or fewer is
   indexed densely (sum_i c_i R_l^i), a finer one by the hash XOR_i (c_i * pi_i mod 2^32), with
   pi = (1, 2654435761, 805459861, ...); both mod the level's row count;
-- all levels live in one (rows, F) parameter, level l from row offset_l on (tcnn's layout), and
-  the output is level-major (N, L * F).
+- all levels live in one flat parameter of rows x F values, level l from row offset_l on,
+  each row's F features side by side (tcnn's parameter layout, so tcnn trains the same tensor),
+  and the output is level-major (N, L * F).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 from torch import nn
@@ -23,6 +24,9 @@ from torch import nn
 from .. import _external
 from .base import Encoding, register_encoding, to_unit
 
+TCNN_DIMS = (2, 3, 4)
+TCNN_FEATURES = (1, 2, 4, 8)
+"""What tiny-cuda-nn's HashGrid builds (input dimensions, features per level)."""
 PRIMES = (1, 2654435761, 805459861, 3674653429, 2097192037, 1434869437, 2165219737)
 MASK32 = 0xFFFFFFFF
 
@@ -97,12 +101,34 @@ class HashGrid(Encoding):
         self.register_buffer("primes", torch.tensor(PRIMES[:in_dim], dtype=torch.int64), persistent=False)
         bits = torch.tensor([[(c >> i) & 1 for i in range(in_dim)] for c in range(2**in_dim)], dtype=torch.int64)
         self.register_buffer("corner_bits", bits, persistent=False)
-        self.table = nn.Parameter(torch.empty(sum(rows), n_features).uniform_(-1e-4, 1e-4))
+        # flat, in tiny-cuda-nn's parameter layout (level-major rows of F features), so that
+        # both backends read and train the very same tensor; the torch path views it (rows, F)
+        self.table = nn.Parameter(torch.empty(sum(rows) * n_features).uniform_(-1e-4, 1e-4))
         self.out_dim = self.n_levels * self.n_features
-        self.backend = _external.resolve_backend(backend, _external.has_tinycudann(), "tcnn")
-        # kept outside the module tree: its only parameter is `table`, so state dicts are the same
-        # on both backends and a table trained on one loads into the other
-        self.__dict__["_tcnn"] = self._make_tcnn() if self.backend == "tcnn" else None
+        self.backend = backend
+        if backend not in ("auto", "torch", "tcnn"):
+            raise ValueError(f"backend must be 'auto', 'torch' or 'tcnn', got {backend!r}")
+        if backend == "tcnn" and self.tcnn_problem(in_dim, n_features) is not None:
+            raise _external.MissingBackend(f"hashgrid: tiny-cuda-nn cannot build this grid: {self.tcnn_problem(in_dim, n_features)}")
+        # built on the first CUDA call and kept outside the module tree (its only parameter is
+        # `table`): state dicts are the same on both backends, and a CPU run never builds it
+        self.__dict__["_tcnn"] = None
+
+    @staticmethod
+    def tcnn_problem(in_dim: int, n_features: int) -> Optional[str]:
+        """Why tiny-cuda-nn's HashGrid cannot encode this configuration (None: it can)."""
+        if in_dim not in TCNN_DIMS:
+            return f"it encodes {'/'.join(map(str, TCNN_DIMS))}-D inputs, not {in_dim}-D"
+        if n_features not in TCNN_FEATURES:
+            return f"it takes {TCNN_FEATURES} features per level, not {n_features}"
+        return None
+
+    def backend_for(self, device: torch.device) -> str:
+        """'tcnn' or 'torch': what a forward pass on `device` runs (the CPU is always torch)."""
+        if device.type != "cuda" or self.backend == "torch":
+            return "torch"
+        problem = self.tcnn_problem(self.in_dim, self.n_features) or _external.why_not(_external.tinycudann)
+        return _external.resolve_backend(self.backend, "tcnn", "hashgrid", problem)
 
     def _make_tcnn(self) -> nn.Module:
         tcnn = _external.tinycudann()
@@ -117,13 +143,19 @@ class HashGrid(Encoding):
                 "per_level_scale": self.per_level_scale,
             },
             dtype=torch.float32,
-        )
+        ).to(self.table.device)
         if enc.params.numel() != self.table.numel():
             raise RuntimeError(f"tcnn hash grid has {enc.params.numel()} params, the torch layout {self.table.numel()}")
-        # one parameter for both backends: tcnn reads the torch table through its `params`
+        # one parameter for both backends: tcnn reads and trains the table through `params`
         del enc.params
         enc.params = self.table
         return enc
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        key = prefix + "table"
+        if key in state_dict and state_dict[key].dim() == 2:  # checkpoints from before the flat layout
+            state_dict[key] = state_dict[key].reshape(-1)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def indices_and_weights(self, x: torch.Tensor):
         """Row indices (N, L, 2^d) into `table` and d-linear weights (N, L, 2^d)."""
@@ -143,9 +175,11 @@ class HashGrid(Encoding):
         return index, weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._tcnn is not None and x.is_cuda:
+        if x.is_cuda and self.backend_for(x.device) == "tcnn":
+            if self._tcnn is None:
+                self.__dict__["_tcnn"] = self._make_tcnn()
             return self._tcnn(to_unit(x).clamp(0.0, 1.0)).to(x.dtype)
         index, weight = self.indices_and_weights(x)
-        feats = nn.functional.embedding(index, self.table)  # (N, L, C, F)
+        feats = nn.functional.embedding(index, self.table.view(-1, self.n_features))  # (N, L, C, F)
         out = (feats * weight[..., None].to(feats.dtype)).sum(2)
         return out.reshape(x.shape[0], self.out_dim)

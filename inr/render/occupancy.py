@@ -4,7 +4,7 @@ The CPU twin of nerfacc's `OccGridEstimator` (whose `sampling` needs CUDA): a bi
 which cells may hold density, refreshed every few steps from an exponential moving average of
 the field's density, and a marcher that takes uniform steps along each ray, keeps the samples
 whose cell is occupied, and drops those behind the point where the transmittance falls below
-`early_stop_eps`.
+`early_stop_eps`. It keeps the same samples as nerfacc's `sampling` (see `march`).
 """
 
 from __future__ import annotations
@@ -99,33 +99,47 @@ def march(
     sigma_fn: Optional[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = None,
     early_stop_eps: float = 1e-4,
     alpha_thre: float = 0.0,
+    stratified: bool = False,
+    generator: Optional[torch.Generator] = None,
     backend: str = "auto",
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Packed samples (ray_indices, t_starts, t_ends) along rays inside the grid's box.
 
-    Uniform steps of `step_size` from max(near, box entry) to the box exit; a sample is kept if
-    the cell of its midpoint is occupied. With `sigma_fn(t_starts, t_ends, ray_indices) ->
-    sigmas`, the densities of the kept samples are evaluated once (no gradient) and samples whose
-    transmittance is below `early_stop_eps` (early termination) or whose alpha is at most
-    `alpha_thre` are dropped, so the costly colour evaluation only sees samples that matter.
+    The samples of nerfacc's `OccGridEstimator.sampling` (one grid level, no cone angle):
+    - every ray's samples lie on the lattice t = near + k * step_size (+ one random offset in
+      [0, step_size) per ray when `stratified`), and a sample [t, t + step_size] is kept when
+      its midpoint lies in the box (entry <= mid < exit) and in an occupied cell;
+    - with `sigma_fn(t_starts, t_ends, ray_indices) -> sigmas`, the densities of those samples
+      are evaluated once (no gradient) and a sample stays if its transmittance is
+      >= `early_stop_eps` and, when alpha_thre > 0, its alpha is >= min(alpha_thre, the grid's
+      mean occupancy) (nerfacc lowers the threshold so that a thin scene keeps its samples).
+      So the costly colour evaluation only sees samples that matter.
 
     backend: 'torch' (this function's own code, any device), 'nerfacc' (nerfacc's CUDA
     `OccGridEstimator.sampling` on this grid's cells; CUDA rays only) or 'auto' (nerfacc for
-    CUDA rays when it imports, else torch).
+    CUDA rays when it is usable, else torch, with one warning on CUDA).
     """
     if backend not in ("auto", "torch", "nerfacc"):
         raise ValueError(f"backend must be auto, torch or nerfacc, got {backend!r}")
-    if backend == "nerfacc" or (backend == "auto" and rays.origins.is_cuda and _external.has_nerfacc()):
-        return _march_nerfacc(rays, grid, step_size, near, sigma_fn, early_stop_eps, alpha_thre)
+    if backend == "auto" and rays.origins.is_cuda:
+        backend = _external.resolve_backend("auto", "nerfacc", "occupancy-grid marcher", _external.why_not(_external.nerfacc))
+    if backend == "nerfacc":
+        return _march_nerfacc(rays, grid, step_size, near, sigma_fn, early_stop_eps, alpha_thre, stratified)
+    dev = rays.origins.device
     t_near, t_far = ray_aabb(rays, grid.aabb)
-    t_near = t_near.clamp(min=near)
-    hit = t_far > t_near
-    span = torch.where(hit, t_far - t_near, torch.zeros_like(t_near))
+    start = torch.full_like(t_near, float(near))
+    if stratified:
+        start = start + torch.rand(start.shape, device=dev, generator=generator) * step_size
+    # first lattice step whose midpoint is at or after the entry point
+    k0 = torch.ceil((torch.maximum(t_near, start) - start) / step_size - 0.5).clamp(min=0)
+    t_first = start + k0 * step_size
+    hit = t_far > t_first + 0.5 * step_size
+    span = torch.where(hit, t_far - t_first, torch.zeros_like(t_first))
     n_steps = int(torch.ceil(span.max() / step_size).item()) if len(rays) else 0
     if n_steps == 0:
-        empty = torch.zeros(0, device=rays.origins.device)
+        empty = torch.zeros(0, device=dev)
         return empty.long(), empty, empty
-    t_starts = t_near[:, None] + step_size * torch.arange(n_steps, device=t_near.device)[None, :]
+    t_starts = t_first[:, None] + step_size * torch.arange(n_steps, device=dev)[None, :]
     t_mids = t_starts + 0.5 * step_size
     valid = hit[:, None] & (t_mids < t_far[:, None])
     ray_idx, step_idx = valid.nonzero(as_tuple=True)
@@ -134,15 +148,17 @@ def march(
     keep = grid.occupied(points)
     ray_idx, starts = ray_idx[keep], t_starts[ray_idx[keep], step_idx[keep]]
     ends = starts + step_size
-    if sigma_fn is not None and ray_idx.numel():
+    if sigma_fn is not None and ray_idx.numel() and (early_stop_eps > 0 or alpha_thre > 0):
         sigmas = sigma_fn(starts, ends, ray_idx)
         _, trans, alphas = render_weights(starts, ends, sigmas, ray_idx)
-        keep = (trans > early_stop_eps) & (alphas > alpha_thre)
+        keep = trans >= early_stop_eps
+        if alpha_thre > 0:
+            keep &= alphas >= min(alpha_thre, float(grid.occs.mean()))
         ray_idx, starts, ends = ray_idx[keep], starts[keep], ends[keep]
     return ray_idx, starts, ends
 
 
-def _march_nerfacc(rays, grid, step_size, near, sigma_fn, early_stop_eps, alpha_thre):
+def _march_nerfacc(rays, grid, step_size, near, sigma_fn, early_stop_eps, alpha_thre, stratified):
     """march() through nerfacc's CUDA estimator, reading this grid's cells (same x-major layout,
     one level; `tests/test_nerfacc_parity.py` checks the layout on CPU)."""
     nerfacc = _external.nerfacc()
@@ -154,5 +170,6 @@ def _march_nerfacc(rays, grid, step_size, near, sigma_fn, early_stop_eps, alpha_
     est.binaries = grid.binaries.view(1, r, r, r)
     est.occs = grid.occs
     ri, t0, t1 = est.sampling(rays.origins, rays.directions, sigma_fn=sigma_fn, near_plane=near,
-                              render_step_size=step_size, early_stop_eps=early_stop_eps, alpha_thre=alpha_thre)
+                              render_step_size=step_size, early_stop_eps=early_stop_eps, alpha_thre=alpha_thre,
+                              stratified=stratified)
     return ri.long(), t0, t1

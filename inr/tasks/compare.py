@@ -8,8 +8,8 @@ from typing import Any, Dict, List
 
 from ..errors import InputError
 from ..presets import load_preset
-from .fit import FitOptions, run_fit
 from .outputs import plot_compare, write_json
+from .run import RunOptions, train
 
 COLUMNS = ("preset", "psnr", "ssim", "snr_db", "steps", "seconds", "params")
 
@@ -26,24 +26,24 @@ def markdown_table(records: List[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run_compare(opts: FitOptions, presets: List[str]) -> str:
-    """Fit each preset with the same options into opts.out/<preset>/; returns the markdown table."""
+def run_compare(opts: RunOptions, presets: List[str]) -> str:
+    """Run each preset with the same options into opts.out/<preset>/; returns the markdown table."""
     out = Path(opts.out or "runs/compare")
     for name in presets:  # validate them all before the first (long) fit
-        load_preset(name, opts.kind, opts.overrides)
-    if opts.signal is None:
+        load_preset(name, opts.task, opts.overrides)
+    if opts.input is None:
         raise InputError(None, "compare needs a signal file")
     records, curves = [], {}
     for name in presets:
-        sub = dataclasses.replace(opts, preset=name, out=str(out / Path(name).stem))
-        result = run_fit(sub)
+        result = train(dataclasses.replace(opts, preset=name, out=str(out / Path(name).stem)))
         rec = {c: result[c] for c in COLUMNS if c in result}
         records.append(rec)
         curves[rec["preset"]] = result["curve"]
-    write_json(out / "compare.json", {"signal": opts.signal, "holdout": opts.holdout, "results": records})
+    holdout = opts.task_options.get("holdout") or "none"
+    write_json(out / "compare.json", {"signal": opts.input, "holdout": holdout, "results": records})
     table = markdown_table(records)
     (out / "compare.md").write_text(
-        f"Signal: `{opts.signal}`, holdout: {opts.holdout}, steps: {opts.steps or 'preset'}, "
+        f"Signal: `{opts.input}`, holdout: {holdout}, steps: {opts.steps or 'preset'}, "
         f"time budget: {opts.time_budget or 'none'} s\n\n{table}\n"
     )
     plot_compare(out / "compare.png", curves, "test PSNR (dB)")

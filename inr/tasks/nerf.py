@@ -14,7 +14,7 @@ from ..render.occupancy import OccupancyGrid, march
 from ..render.radiance import RadianceField, RadianceFieldConfig
 from ..render.rays import Rays, pinhole_rays
 from ..render.volume import accumulate, render_weights
-from .signal_fit import TrainingDiverged, adam_with_decay
+from .optim import adam_with_decay, check_loss, retarget_learning_rate
 
 BACKGROUNDS = {"white": 1.0, "black": 0.0}
 
@@ -134,7 +134,8 @@ class NerfModule(L.LightningModule):
 
         use_prepass = self.cfg.prepass or not torch.is_grad_enabled()
         ri, t0, t1 = march(rays, self.grid, self.step_size, near=self.near, sigma_fn=sigma_fn if use_prepass else None,
-                           early_stop_eps=self.cfg.early_stop_eps, alpha_thre=self.cfg.alpha_thre)
+                           early_stop_eps=self.cfg.early_stop_eps, alpha_thre=self.cfg.alpha_thre,
+                           stratified=self.cfg.stratified and torch.is_grad_enabled())
         mids = (t0 + t1) * 0.5
         points, dirs = o[ri] + d[ri] * mids[:, None], d[ri]
         if torch.is_grad_enabled():
@@ -189,8 +190,7 @@ class NerfModule(L.LightningModule):
         target = rgba[:, :3] * rgba[:, 3:] + bg * (1.0 - rgba[:, 3:])
         color, _, _, n_samples = self.render(Rays(origins, dirs), bg)
         loss = torch.nn.functional.mse_loss(color, target)
-        if not torch.isfinite(loss):
-            raise TrainingDiverged(f"the loss became {loss.item()} at step {self.global_step}")
+        check_loss(loss, self.global_step)
         self.rays_seen += n
         # next step's ray count: aim at target_samples samples (nerfacc's dynamic batch size)
         want = n * self.cfg.target_samples / max(n_samples, 1)
@@ -208,6 +208,7 @@ class NerfModule(L.LightningModule):
         checkpoint["n_rays"] = self.n_rays
 
     def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
+        retarget_learning_rate(checkpoint, float(self.cfg.lr))
         self.rays_seen = int(checkpoint.get("rays_seen", 0))
         self.n_rays = int(checkpoint.get("n_rays", self.n_rays))
 

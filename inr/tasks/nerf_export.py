@@ -9,19 +9,20 @@ from typing import Any, Dict, Optional
 import numpy as np
 import torch
 
-from ..data.pointclouds import _open3d, write_cloud
+from ..data.pointclouds import write_cloud
 from ..errors import InputError
 from ..render.extract import extract_mesh
 from ..render.rays import orbit_poses, pinhole_rays
 from .nerf import BACKGROUNDS, NerfModule
 from .nerf_fit import load_nerf_run
+from .outputs import write_video
 
 VIDEO_FORMATS = (".mp4", ".gif")
 MESH_FORMATS = (".ply", ".obj", ".glb")
 POINT_FORMATS = (".ply", ".pcd", ".xyz")
 
 
-def _check_suffix(path: Path, allowed, what: str) -> None:
+def check_suffix(path: Path, allowed, what: str) -> None:
     if path.suffix.lower() not in allowed:
         raise InputError(path, f"unsupported {what} format {path.suffix or '(none)'}; use one of {', '.join(allowed)}")
     if not path.parent.is_dir():
@@ -32,13 +33,13 @@ def _tmp(path: Path) -> Path:
     return path.with_name(f".tmp-{path.name}")  # same suffix: writers pick the format from it
 
 
-def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30, progress: bool = True) -> Dict[str, Any]:
+def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30, progress: bool = True,
+                 device: str = "auto") -> Dict[str, Any]:
     """Render `frames` views on a circle around the scene (see orbit_poses) into a video."""
-    import imageio.v3 as iio
     from tqdm import tqdm
 
-    _check_suffix(out, VIDEO_FORMATS, "video")
-    module, scene, config = load_nerf_run(run_dir)
+    check_suffix(out, VIDEO_FORMATS, "video")
+    module, scene, config = load_nerf_run(run_dir, device)
     train = scene.splits["train"]
     view = scene.splits["test"] if len(scene.splits["test"]) else train
     h, w = view.images.shape[1:3]
@@ -50,16 +51,7 @@ def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30, pro
     for c2w in tqdm(orbit_poses(train.c2w, frames, (scene.aabb[:3] + scene.aabb[3:]) / 2), desc="frames", disable=not progress, leave=False):
         rgb = module.render_view(pinhole_rays(c2w, fx, fy, cx, cy, pixels), bg).view(h, w, 3)
         images.append((rgb.numpy() * 255 + 0.5).astype(np.uint8))
-    tmp = _tmp(out)
-    try:
-        if out.suffix.lower() == ".mp4":
-            # libx264 wants even sizes; macro_block_size=1 keeps the exact frame size
-            iio.imwrite(tmp, np.stack(images), fps=fps, codec="libx264", macro_block_size=1, plugin="FFMPEG")
-        else:
-            iio.imwrite(tmp, np.stack(images), duration=1000 / fps, loop=0, extension=".gif")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    h, w = write_video(out, np.stack(images), fps)  # odd sizes are padded to even ones for H.264
     return {"frames": frames, "width": w, "height": h, "fps": fps}
 
 
@@ -73,15 +65,16 @@ def _masked_density(module: NerfModule):
     return fn
 
 
-def export_mesh(run_dir: Path, out: Path, resolution: int = 256, threshold: Optional[float] = None, loaded=None) -> Dict[str, Any]:
+def export_mesh(run_dir: Path, out: Path, resolution: int = 256, threshold: Optional[float] = None, loaded=None,
+                device: str = "auto") -> Dict[str, Any]:
     """Marching cubes on the density over the scene box, vertex colours from the field; written
     with trimesh (.ply, .obj, .glb). `loaded`: load_nerf_run(run_dir) when the caller has it."""
     import trimesh
 
-    _check_suffix(out, MESH_FORMATS, "mesh")
+    check_suffix(out, MESH_FORMATS, "mesh")
     if resolution < 8:
         raise InputError(None, f"--resolution must be >= 8, got {resolution}")
-    module, scene, _ = loaded or load_nerf_run(run_dir)
+    module, scene, _ = loaded or load_nerf_run(run_dir, device)
     level = default_threshold(module) if threshold is None else float(threshold)
 
     def color_fn(points, dirs):
@@ -108,12 +101,11 @@ def default_threshold(module: NerfModule) -> float:
 
 
 def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity: float = 0.9, seed: int = 0,
-                  loaded=None) -> Dict[str, Any]:
+                  loaded=None, device: str = "auto") -> Dict[str, Any]:
     """Surface points with colours: rays through random pixels of the training views, each
     ending at its expected depth where the ray is nearly opaque; written with open3d."""
-    _check_suffix(out, POINT_FORMATS, "point cloud")
-    _open3d(out)  # fail before rendering when open3d cannot write it
-    module, scene, _ = loaded or load_nerf_run(run_dir)
+    check_suffix(out, POINT_FORMATS, "point cloud")
+    module, scene, _ = loaded or load_nerf_run(run_dir, device)
     split = scene.splits["train"]
     n_img, h, w = split.images.shape[:3]
     gen = torch.Generator().manual_seed(seed)
@@ -125,6 +117,6 @@ def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity
     keep = r.opacity[:, 0] >= min_opacity
     pts = rays.origins[keep] + rays.directions[keep] * r.depth[keep]
     colors = (r.color[keep] / r.opacity[keep]).clamp(0, 1)  # un-premultiplied from the black background
-    write_cloud(out, pts.double().numpy(), colors.double().numpy())
+    write_cloud(out, pts.double().cpu().numpy(), colors.double().cpu().numpy())
     return {"points": int(keep.sum()), "rays": n_points, "min_opacity": min_opacity}
 

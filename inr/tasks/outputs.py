@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -104,6 +104,63 @@ def plot_compare(path: Path, curves: Dict[str, List[List[float]]], ylabel: str) 
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_audio(path: Path, samples: torch.Tensor, rate: int) -> None:
+    """(T, C) amplitudes to a WAV file, atomically; 16-bit PCM when they fit [-1, 1], else float."""
+    import soundfile as sf
+
+    data = samples.detach().cpu().numpy()
+    tmp = path.with_name(".tmp-" + path.name)
+    try:
+        sf.write(str(tmp), data, rate, subtype="PCM_16" if float(np.abs(data).max(initial=0)) <= 1.0 else "FLOAT",
+                 format="WAV")
+        if sf.info(str(tmp)).frames != data.shape[0]:
+            raise OSError(f"{path}: the written file does not hold the {data.shape[0]} samples")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_video(path: Path, frames: np.ndarray, fps: float) -> Tuple[int, int]:
+    """(T, H, W, 3) uint8 frames to .mp4 (libx264) or .gif, atomically, and read back to check
+    that every frame is there. H.264's usual pixel format needs even sizes: an odd height or
+    width is padded by repeating the last row or column. Returns the written (H, W)."""
+    import imageio.v3 as iio
+
+    if frames.ndim != 4 or len(frames) == 0:
+        raise ValueError(f"write_video needs (T, H, W, 3) frames, got {frames.shape}")
+    suffix = path.suffix.lower()
+    if suffix == ".mp4":
+        pad_h, pad_w = frames.shape[1] % 2, frames.shape[2] % 2
+        if pad_h or pad_w:
+            frames = np.pad(frames, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+    tmp = path.with_name(".tmp-" + path.name)
+    try:
+        if suffix == ".mp4":
+            iio.imwrite(tmp, frames, fps=fps, codec="libx264", macro_block_size=1, plugin="FFMPEG")
+        else:
+            iio.imwrite(tmp, frames, duration=1000 / fps, loop=0, extension=suffix)
+        back = iio.imread(tmp, index=None, **({"plugin": "FFMPEG"} if suffix == ".mp4" else {"extension": suffix}))
+        if tmp.stat().st_size == 0 or len(back) != len(frames):
+            raise OSError(f"{path}: the video writer produced {len(back)} of {len(frames)} frames")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return int(frames.shape[1]), int(frames.shape[2])
+
+
+def plot_frame_psnr(path: Path, psnr: Sequence[float], title: str) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    ax.plot(np.arange(len(psnr)), psnr, marker=".")
+    ax.set_xlabel("frame")
+    ax.set_ylabel("PSNR (dB)")
+    ax.grid(alpha=0.3)
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

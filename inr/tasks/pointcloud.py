@@ -64,10 +64,13 @@ def default_weights() -> Path:
 
 def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
                  baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
-                 voxel: Optional[float] = None, progress: bool = False) -> Dict[str, Any]:
+                 voxel: Optional[float] = None, progress: bool = False, device: str = "auto") -> Dict[str, Any]:
     """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
     the network always denoises) a cloud file into another; or the Open3D baseline for denoise.
-    voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule)."""
+    voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
+    The input's colours, if any, go to every output point from its nearest input point."""
+    import torch
+
     from ..data.pointclouds import FORMATS, write_cloud
     from ..pointcloud.voxel import even_subsample
 
@@ -79,7 +82,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         raise InputError(None, f"--factor must be > 0, got {factor}")
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
-    points, _ = read_cloud(inp, "drop" if drop_duplicates else "error")
+    points, colors = read_cloud(inp, "drop" if drop_duplicates else "error")
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
     if baseline is not None:
@@ -88,14 +91,14 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         result = statistical_outlier_baseline(points)
         method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
     else:
-        import torch
-
         from .pointcloud_train import load_weights
 
         path = Path(weights) if weights else default_weights()
         if not weights and not path.is_file():
             raise InputError(path, "no trained weights are shipped yet; pass --weights DIR/model.pt from `inr pointcloud train`")
-        model = load_weights(path)
+        from ..devices import resolve_device
+
+        model = load_weights(path).to(resolve_device(device))
         pts, _ = model.reconstruct(torch.from_numpy(points).float(), voxel=voxel, progress=progress)
         pts = pts.double().numpy()
         want = len(points) if mode == "denoise" else int(round(factor * len(points)))
@@ -103,5 +106,11 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         method = f"network {path}"
     if len(result) == 0:
         raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
-    write_cloud(out, result)
+    out_colors = None
+    if colors is not None:
+        from ..pointcloud.knn import knn
+
+        idx, _ = knn(torch.from_numpy(result).float(), torch.from_numpy(points).float(), 1)
+        out_colors = colors[idx[:, 0].numpy()]
+    write_cloud(out, result, out_colors)
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method}

@@ -16,39 +16,15 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from .._config import from_dict_strict
 from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig
 from ..pointcloud.reconstruct import Reconstructor
 from ..pointcloud.shapes import corrupt, random_shape, sample_surface, sdf_mesh
-from .signal_fit import TrainingDiverged, adam_with_decay
+from ..presets import PointCloudTrainConfig
+from .base import Task, TaskOptions, register_task
+from .optim import ResumableOptimizer, adam_with_decay, check_loss
 
 MESH_SUFFIXES = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
-
-
-@dataclass
-class PointCloudTrainConfig:
-    steps: int = 4000
-    lr: float = 2e-3
-    betas: Tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    lr_final_factor: float = 0.1
-    dense_points: int = 20000
-    voxels_per_diagonal: float = 56.0
-    shape_pool: int = 64
-    """Synthetic shapes kept and re-corrupted (a new one replaces a random old one every step)."""
-    checkpoint_every: int = 200
-    stage2_on_predicted: bool = True
-    """Stage 2 also learns on the voxels stage 1 wrongly predicts (False: the true voxels only)."""
-    model: Dict[str, Any] = field(default_factory=dict)
-    """ReconstructionConfig fields."""
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "PointCloudTrainConfig":
-        cfg = from_dict_strict(cls, data, "train", floats=("lr", "eps", "lr_final_factor", "voxels_per_diagonal"))
-        cfg.betas = tuple(float(b) for b in cfg.betas)  # type: ignore[assignment]
-        from_dict_strict(ReconstructionConfig, cfg.model, "model")  # typos fail here
-        return cfg
 
 
 def load_meshes(folder: Path) -> List[Any]:
@@ -99,18 +75,23 @@ class ShapeStream(IterableDataset):
             yield torch.from_numpy(noisy).float(), torch.from_numpy(clean).float()
 
 
-class PointCloudModule(L.LightningModule):
-    def __init__(self, train: Dict[str, Any]) -> None:
+class PointCloudModule(ResumableOptimizer, L.LightningModule):
+    """The reconstruction network trained on (noisy, clean) pairs. model: ReconstructionConfig
+    fields; train: PointCloudTrainConfig fields."""
+
+    def __init__(self, model: Dict[str, Any], train: Dict[str, Any]) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.cfg = PointCloudTrainConfig.from_dict(dict(train))
-        self.model = Reconstructor(ReconstructionConfig(**self.cfg.model), self.cfg.voxels_per_diagonal)
+        self.model = Reconstructor(ReconstructionConfig(**model), self.cfg.voxels_per_diagonal)
+
+    def train_config(self):
+        return self.cfg
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         noisy, clean = batch
         out = self.model(noisy, clean, self.cfg.stage2_on_predicted)
-        if not torch.isfinite(out["loss"]):
-            raise TrainingDiverged(f"the loss became {out['loss'].item()} at step {self.global_step}")
+        check_loss(out["loss"], self.global_step)
         for k, v in out.items():
             self.log(k, v.detach() if k == "loss" else v, prog_bar=k in ("loss", "accuracy"), on_step=True, on_epoch=False, batch_size=1)
         return out["loss"]
@@ -129,7 +110,7 @@ def export_weights(module: PointCloudModule, path: Path) -> None:
 
     tmp = path.with_name(f".tmp-{path.name}")
     torch.save({"config": module.model.cfg.to_dict(), "voxels_per_diagonal": module.model.voxels_per_diagonal,
-                "state_dict": module.model.state_dict(), "train": asdict(module.cfg)}, tmp)
+                "state_dict": {k: v.cpu() for k, v in module.model.state_dict().items()}, "train": module.cfg.to_dict()}, tmp)
     os.replace(tmp, path)
 
 
@@ -145,19 +126,6 @@ def load_weights(path: Path) -> Reconstructor:
     except Exception as exc:  # pickle/zip/key errors all mean "not our weights"
         raise InputError(path, f"is not a point-cloud weights file ({exc.__class__.__name__})") from None
     return model.eval()
-
-
-@dataclass
-class PointCloudTrainOptions:
-    meshes: Optional[str] = None
-    out: Optional[str] = None
-    steps: Optional[int] = None
-    time_budget: Optional[float] = None
-    seed: int = 0
-    overrides: Dict[str, Any] = field(default_factory=dict)
-    progress: bool = True
-    overwrite: bool = False
-    eval_every: int = 200
 
 
 def validation_pairs(n: int = 4, seed: int = 10_000) -> List[Tuple[np.ndarray, np.ndarray]]:
@@ -178,7 +146,7 @@ def chamfer_ratio(model: Reconstructor, pairs) -> float:
 
     ratios = []
     for noisy, clean in pairs:
-        pts, _ = model.reconstruct(torch.from_numpy(noisy).float())
+        pts, _ = model.reconstruct(torch.from_numpy(noisy).float())  # on the model's device, back on the CPU
         if len(pts) == 0:
             ratios.append(float("inf"))
             continue
@@ -186,65 +154,43 @@ def chamfer_ratio(model: Reconstructor, pairs) -> float:
     return float(np.mean(ratios))
 
 
-def run_pointcloud_train(opts: PointCloudTrainOptions, resume: Optional[Path] = None) -> Dict[str, Any]:
-    import shutil
-
-    import yaml
-
-    from .callbacks import RunMonitor
-    from .fit import UNBOUNDED_STEPS, _quiet_lightning, fit_or_stop, make_trainer, save_checkpoint_atomically
-    from .outputs import write_json
-
-    _quiet_lightning()
-    out = Path(resume) if resume is not None else Path(opts.out) if opts.out else Path("runs") / "pointcloud"
-    ckpt = out / "checkpoints" / "last.ckpt"
-    if resume is not None:
-        saved = yaml.safe_load((Path(resume) / "config.yaml").read_text()) if (Path(resume) / "config.yaml").is_file() else None
-        if saved is None or not ckpt.is_file():
-            raise InputError(resume, "is not a point-cloud training run with a checkpoint")
-        train = saved["train"]
-    else:
-        if ckpt.exists() and not opts.overwrite:
-            raise InputError(out, "already holds a run: use --resume to continue it, --overwrite to replace it, or another --out")
-        try:
-            train = asdict(PointCloudTrainConfig.from_dict(_apply(opts.overrides)))
-        except (TypeError, ValueError) as exc:
-            raise InputError(None, f"--set: {exc}") from None
-    meshes = load_meshes(Path(opts.meshes)) if opts.meshes else None
-    if resume is None:
-        if opts.overwrite and out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.yaml").write_text(yaml.safe_dump({"options": asdict(opts), "train": train}, sort_keys=False))
-    L.seed_everything(opts.seed, verbose=False)
-    module = PointCloudModule(train)
-    cfg = module.cfg
-    pairs = validation_pairs()
-    monitor = RunMonitor(lambda m: chamfer_ratio(m.model, pairs), opts.eval_every, opts.time_budget)
-    max_steps = opts.steps or (UNBOUNDED_STEPS if opts.time_budget else cfg.steps)
-    trainer = make_trainer(out, max_steps, "32", 20, cfg.checkpoint_every, opts.progress, [monitor])
-    fit_or_stop(trainer, module, _DataModule(cfg, meshes, opts.seed), ckpt, out, resume is not None)
-    save_checkpoint_atomically(trainer, ckpt)
-    export_weights(module, out / "model.pt")
-    result = {"steps": int(trainer.global_step), "seconds": round(monitor.seconds(), 3),
-              "validation_chamfer_ratio": monitor.history[-1][2] if monitor.history else None,
-              "curve": monitor.history, "weights": str(out / "model.pt")}
-    write_json(out / "metrics.json", result)
-    return {**result, "out": str(out)}
+@dataclass
+class PointCloudOptions(TaskOptions):
+    pass
 
 
-def _apply(overrides: Dict[str, Any]) -> Dict[str, Any]:
-    """--set train.KEY=VALUE / model.KEY=VALUE -> a PointCloudTrainConfig dict."""
-    data: Dict[str, Any] = {"model": {}}
-    for key, value in overrides.items():
-        head, _, rest = key.partition(".")
-        if head == "model" and rest:
-            data["model"][rest] = value
-        elif head == "train" and rest:
-            data[rest] = value
-        else:
-            raise InputError(None, f"--set {key}: expected train.KEY or model.KEY")
-    return data
+@register_task("pointcloud")
+class PointCloudTask(Task):
+    """Train the reconstruction network; the input (optional) is a folder of meshes to train on
+    instead of synthetic shapes."""
+
+    default_preset = "default"
+    Options = PointCloudOptions
+    input_help = "a folder of meshes (.ply/.obj/.off/.stl/.glb) to train on (default: synthetic shapes made on the fly)"
+    outputs_help = "model.pt (the weights), metrics.json, checkpoints"
+    log_every = 20
+
+    def load(self) -> None:
+        self.meshes = load_meshes(Path(self.opts.input)) if self.opts.input else None
+        self.pairs = validation_pairs()
+
+    def build_module(self) -> PointCloudModule:
+        return PointCloudModule(asdict(self.preset.field), asdict(self.preset.train))
+
+    def build_data(self) -> L.LightningDataModule:
+        return _DataModule(self.preset.train, self.meshes, self.opts.seed)
+
+    def measure(self, module: PointCloudModule) -> float:
+        return chamfer_ratio(module.model, self.pairs)
+
+    def write_outputs(self, out: Path, module, steps: int, seconds: float, history) -> Dict[str, Any]:
+        export_weights(module, out / "model.pt")
+        return {"validation_chamfer_ratio": history[-1][2] if history else None, "weights": str(out / "model.pt")}
+
+    @staticmethod
+    def summary(r: Dict[str, Any]) -> str:
+        return (f"trained {r['steps']} steps in {r['seconds']:.1f} s; validation Chamfer output/input "
+                f"{r['validation_chamfer_ratio']:.3f}; weights {r['weights']}")
 
 
 class _DataModule(L.LightningDataModule):
@@ -253,4 +199,5 @@ class _DataModule(L.LightningDataModule):
         self.cfg, self.meshes, self.seed = cfg, meshes, seed
 
     def train_dataloader(self) -> DataLoader:
-        return shape_data(self.cfg, self.meshes, self.seed)
+        rank = self.trainer.global_rank if self.trainer is not None else 0  # DDP: other shapes on every process
+        return shape_data(self.cfg, self.meshes, self.seed + 1000 * rank)

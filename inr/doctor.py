@@ -1,0 +1,60 @@
+"""`inr doctor`: what this machine gives the toolkit - devices, backends and why, versions."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import List
+
+import torch
+
+from . import _external, __version__
+from .devices import resolve_device
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _reason(load) -> str:
+    problem = _external.why_not(load)
+    return "usable" if problem is None else problem
+
+
+def report() -> List[str]:
+    from .encodings.hashgrid import TCNN_DIMS, TCNN_FEATURES
+
+    lines = [f"inr {__version__}, Python {platform.python_version()}, {platform.system()} {platform.machine()}"]
+    cuda_build = torch.version.cuda
+    lines.append(f"torch {torch.__version__} ({'CUDA ' + cuda_build if cuda_build else 'CPU-only build'}), "
+                 f"{torch.get_num_threads()} CPU threads")
+    if torch.cuda.is_available():
+        for k in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(k)
+            lines.append(f"cuda:{k}: {p.name}, {p.total_memory / 2**30:.0f} GiB, compute capability {p.major}.{p.minor}")
+    else:
+        lines.append("CUDA: no device" + ("" if cuda_build else " (this torch has no CUDA support)"))
+    dev = resolve_device("auto")
+    lines.append(f"--device auto computes on: {dev}")
+    lines.append("backends:")
+    if dev.type == "cuda":
+        tcnn = _reason(_external.tinycudann)
+        grid = ("tiny-cuda-nn" if tcnn == "usable" else "torch twin") + f" (tinycudann: {tcnn})"
+        grid += f"; grids tcnn cannot build ({'/'.join(map(str, TCNN_DIMS))}-D inputs and {TCNN_FEATURES} features only) use the torch twin"
+        nerfacc = _reason(_external.nerfacc)
+        march = ("nerfacc" if nerfacc == "usable" else "torch twin") + f" (nerfacc: {nerfacc})"
+    else:
+        grid = "torch twin (the CPU path; tiny-cuda-nn needs CUDA)"
+        march = "torch twin (the CPU path; nerfacc's kernels need CUDA)"
+    lines.append(f"  hash grid:           {grid}")
+    lines.append(f"  occupancy marcher:   {march}")
+    o3d = _reason(_external.open3d)
+    lines.append("  point clouds:        " + ("open3d (k-NN, PLY/PCD/XYZ, outlier baseline)" if o3d == "usable"
+                                           else f"scipy cKDTree + trimesh (open3d: {o3d})"))
+    lines.append("versions: " + ", ".join(f"{d} {_version(d)}" for d in (
+        "lightning", "torchmetrics", "numpy", "scipy", "imageio", "imageio-ffmpeg", "soundfile", "scikit-image",
+        "trimesh", "open3d", "nerfacc", "tinycudann")))
+    return lines

@@ -1,0 +1,104 @@
+"""What a task is: how to read its input, build its Lightning module and data, measure it,
+and write its outputs. The run lifecycle (`run.py`) does everything else, once for all tasks."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Dict, Optional, Type
+
+from ..registry import Registry
+
+
+@dataclass
+class TaskOptions:
+    """Options of one task beyond the shared run options (each task extends it)."""
+
+
+class Task:
+    """One kind of training run. Subclasses set the class attributes and the methods below.
+
+    An instance lives for one run: `load()` reads and checks the input before anything is
+    written (InputError on bad input), the other methods are called in the order listed.
+    """
+
+    name: ClassVar[str]
+    default_preset: ClassVar[str]
+    Options: ClassVar[Type[TaskOptions]] = TaskOptions
+    input_help: ClassVar[str] = ""
+    outputs_help: ClassVar[str] = ""
+    log_every: ClassVar[int] = 50
+
+    def __init__(self, opts, preset, options: TaskOptions) -> None:
+        self.opts, self.preset, self.options = opts, preset, options
+
+    # ---- declared by each task ----------------------------------------------------------
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Task options on the command line (default None: 'not given')."""
+
+    @classmethod
+    def options_from_args(cls, args: argparse.Namespace) -> Dict[str, Any]:
+        """The TaskOptions fields the command line gave (None = not given)."""
+        return {}
+
+    def default_input(self) -> Optional[str]:
+        return None
+
+    def load(self) -> None:
+        raise NotImplementedError
+
+    def build_module(self):
+        raise NotImplementedError
+
+    def build_data(self):
+        raise NotImplementedError
+
+    def measure(self, module) -> float:
+        """The curve's value (test PSNR, validation ratio, ...), computed without gradient."""
+        raise NotImplementedError
+
+    def gather(self, module) -> None:
+        """Called on every DDP process after training, before the first one alone writes the
+        outputs: the place for collective operations (sums over processes)."""
+
+    def write_outputs(self, out: Path, module, steps: int, seconds: float, history) -> Dict[str, Any]:
+        """Write the run's files; return the metrics for metrics.json."""
+        raise NotImplementedError
+
+    @staticmethod
+    def summary(result: Dict[str, Any]) -> str:
+        return f"{result['preset']}: {result['steps']} steps in {result['seconds']:.1f} s"
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+TASKS: Registry[Task] = Registry("task")
+register_task = TASKS.register
+
+
+def get_task(name: str) -> Type[Task]:
+    from . import audio, image, nerf_fit, pointcloud_train, video  # noqa: F401  (registration)
+
+    return TASKS.get(name)

@@ -1,0 +1,322 @@
+"""The run lifecycle, written once for every task.
+
+A run folder holds `config.yaml` (the options as given and the preset as used),
+`checkpoints/last.ckpt` (atomic, only ever finite parameters), `metrics.json` and the task's
+outputs. `train(opts)` creates or refuses the folder, trains with Lightning (time budget,
+Ctrl-C/SIGTERM stop with a checkpoint, NaN stop, DDP over processes or nodes), and writes the
+outputs; `train(opts, resume=DIR)` continues a stopped run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import warnings
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import yaml
+
+from ..errors import InputError
+from ..presets import Preset, load_preset, preset_from_saved, set_option
+from .base import Task, get_task
+from .optim import TrainingDiverged
+
+UNBOUNDED_STEPS = 10**9
+RESUMABLE_SETTINGS = ("train.lr", "train.lr_final_factor", "train.steps", "train.eval_every", "train.checkpoint_every")
+"""`--set` keys that may change when a run is resumed; any other refuses the resume."""
+
+
+@dataclass
+class RunOptions:
+    """One training run as the user asked for it (saved in the run's config.yaml)."""
+
+    task: str
+    input: Optional[str] = None
+    """The signal file, scene folder or meshes folder (None: the task's bundled default)."""
+    preset: Optional[str] = None
+    out: Optional[str] = None
+    steps: Optional[int] = None
+    time_budget: Optional[float] = None
+    seed: int = 0
+    overrides: Dict[str, Any] = field(default_factory=dict)
+    device: str = "auto"
+    devices: int = 1
+    num_nodes: int = 1
+    progress: bool = True
+    overwrite: bool = False
+    task_options: Dict[str, Any] = field(default_factory=dict)
+    """The task's own options (its TaskOptions fields), None meaning 'not given'."""
+
+
+def quiet_lightning() -> None:
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    logging.getLogger("lightning.fabric").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*IterableDataset.*has `__len__`.*")
+    warnings.filterwarnings("ignore", message=".*You're resuming from a checkpoint that ended before the epoch ended.*")
+
+
+def _task_options(task_cls, given: Dict[str, Any]):
+    known = {f.name for f in fields(task_cls.Options)}
+    unknown = set(given) - known
+    if unknown:
+        raise InputError(None, f"{task_cls.name}: unknown options {sorted(unknown)}")
+    return task_cls.Options(**{k: v for k, v in given.items() if v is not None})
+
+
+def _check_run_options(opts: RunOptions) -> None:
+    if opts.steps is not None and opts.steps < 1:
+        raise InputError(None, "--steps must be >= 1")
+    if opts.time_budget is not None and opts.time_budget <= 0:
+        raise InputError(None, "--time-budget must be > 0 seconds")
+    if opts.devices < 1 or opts.num_nodes < 1:
+        raise InputError(None, "--devices and --num-nodes must be >= 1")
+
+
+def _same_path(a: str, b: str) -> bool:
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def resume_options(run_dir: Path, given: RunOptions) -> Tuple[RunOptions, Dict[str, Any]]:
+    """The saved options and preset of a run, with what this invocation may change applied:
+    --steps, --time-budget, --device(s), --no-progress, and `--set` of RESUMABLE_SETTINGS.
+    Anything else given differently is refused with one line (never silently ignored)."""
+    cfg_path = run_dir / "config.yaml"
+    if not cfg_path.is_file():
+        raise InputError(run_dir, "is not a run folder (no config.yaml)")
+    if not (run_dir / "checkpoints" / "last.ckpt").is_file():
+        raise InputError(run_dir, "has no checkpoint to resume from (checkpoints/last.ckpt)")
+    data = yaml.safe_load(cfg_path.read_text()) or {}
+    saved_preset = data.get("preset") or {}
+    if "run" not in data or saved_preset.get("task") != given.task:
+        raise InputError(run_dir, f"is not a {given.task} run folder of this version of inr")
+    saved = RunOptions(**data["run"])
+    if given.input is not None and (saved.input is None or not _same_path(given.input, saved.input)):
+        raise InputError(given.input, f"is not the input of the run in {run_dir} ({saved.input or 'the bundled default'}); "
+                         "resume without it, or start a new run")
+    if given.preset is not None and given.preset != saved.preset:
+        raise InputError(None, f"--preset {given.preset}: the run in {run_dir} uses {saved.preset}; a resumed run keeps its preset")
+    for key, value in given.task_options.items():
+        if value is not None and saved.task_options.get(key) != value:
+            raise InputError(None, f"--{key.replace('_', '-')} {value}: the run in {run_dir} was started with "
+                             f"{saved.task_options.get(key)!r}; a resumed run keeps it")
+    for key, value in given.overrides.items():
+        if key not in RESUMABLE_SETTINGS:
+            raise InputError(None, f"--set {key}: cannot change when resuming (only {', '.join(RESUMABLE_SETTINGS)} can)")
+        set_option(saved_preset, key, value)
+    saved.overrides = {**saved.overrides, **given.overrides}
+    saved.out = str(run_dir)
+    saved.progress, saved.device, saved.devices, saved.num_nodes = given.progress, given.device, given.devices, given.num_nodes
+    saved.steps = given.steps if given.steps is not None else saved.steps
+    saved.time_budget = given.time_budget if given.time_budget is not None else saved.time_budget
+    return saved, saved_preset
+
+
+def run_folder(opts: RunOptions, preset: Preset) -> Path:
+    if opts.out:
+        return Path(opts.out)
+    return Path("runs") / f"{opts.task}-{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def is_ddp_child() -> bool:
+    """Lightning re-runs the command for DDP ranks 1..N-1 (LOCAL_RANK / NODE_RANK set)."""
+    return int(os.environ.get("LOCAL_RANK", "0")) > 0 or int(os.environ.get("NODE_RANK", "0")) > 0
+
+
+def prepare(opts: RunOptions, resume: Optional[Path] = None) -> Tuple[Task, Path, RunOptions]:
+    """Validate options, preset and input; nothing is written yet (InputError on any problem)."""
+    task_cls = get_task(opts.task)
+    _check_run_options(opts)
+    if resume is not None:
+        opts, saved_preset = resume_options(Path(resume), opts)
+        try:
+            preset = preset_from_saved(saved_preset)
+        except (TypeError, ValueError) as exc:
+            raise InputError(None, f"--set: {exc}") from None
+    else:
+        preset = load_preset(opts.preset or task_cls.default_preset, opts.task, opts.overrides)
+        opts.preset = opts.preset or task_cls.default_preset
+    task = task_cls(opts, preset, _task_options(task_cls, opts.task_options))
+    if opts.input is None and resume is None:
+        opts.input = task.default_input()
+    task.load()
+    from ..devices import resolve_device
+
+    resolve_device(opts.device)  # an unusable --device fails here, before the folder exists
+    return task, run_folder(opts, preset), opts
+
+
+def _init_folder(out: Path, opts: RunOptions, preset: Preset, resume: bool) -> None:
+    ckpt = out / "checkpoints" / "last.ckpt"
+    if not resume:
+        if ckpt.exists() and not opts.overwrite:
+            raise InputError(out, "already holds a run: use --resume to continue it, --overwrite to replace it, or another --out")
+        if opts.overwrite and out.exists():
+            shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = {"run": asdict(opts), "preset": preset.to_dict()}
+    tmp = out / ".config.yaml.tmp"
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    os.replace(tmp, out / "config.yaml")
+
+
+def train(opts: RunOptions, resume: Optional[Path] = None, callbacks: Sequence[Any] = ()) -> Dict[str, Any]:
+    """Train (or resume) a run of any task and write its folder; returns metrics.json's content
+    plus 'out'. DDP ranks other than the first return {'rank': k}."""
+    import lightning as L
+
+    from .callbacks import RunMonitor
+
+    quiet_lightning()
+    task, out, opts = prepare(opts, resume)
+    if not is_ddp_child():
+        _init_folder(out, opts, task.preset, resume is not None)
+    L.seed_everything(opts.seed, verbose=False)
+    cfg = task.preset.train
+    module = task.build_module()
+    data = task.build_data()
+    monitor = RunMonitor(task.measure, cfg.eval_every, opts.time_budget)
+    max_steps = opts.steps or (UNBOUNDED_STEPS if opts.time_budget else cfg.steps)
+    trainer = make_trainer(out, max_steps, cfg.precision, task.log_every, cfg.checkpoint_every, opts.progress,
+                           [monitor, *callbacks], devices=opts.devices, device=opts.device, num_nodes=opts.num_nodes)
+    ckpt = out / "checkpoints" / "last.ckpt"
+    try:
+        fit_or_stop(trainer, module, data, ckpt, out, resume is not None)
+    except TrainingDiverged as exc:
+        raise TrainingDiverged(f"{exc}; training stopped. The last good checkpoint is {ckpt} "
+                               f"(resume with --resume {out} --set train.lr=<lower>)") from None
+    save_checkpoint_atomically(trainer, ckpt)
+    seconds = monitor.seconds()
+    task.gather(module)
+    if not trainer.is_global_zero:
+        return {"rank": trainer.global_rank}
+    result = {"task": opts.task, "preset": task.preset.name}
+    result.update(task.write_outputs(out, module, int(trainer.global_step), seconds, monitor.history))
+    result.setdefault("steps", int(trainer.global_step))
+    result.setdefault("seconds", round(seconds, 3))
+    result["devices"] = trainer.world_size
+    result["device"] = str(module.device)
+    result["curve"] = monitor.history
+    from .outputs import write_json
+
+    write_json(out / "metrics.json", result)
+    return {**result, "out": str(out)}
+
+
+# ---- Lightning plumbing ---------------------------------------------------------------------
+def accelerator_for(device: str, devices: int):
+    """Lightning's (accelerator, devices) for `--device` and `--devices N`: 'cpu' -> N CPU
+    processes; 'cuda:K' -> GPUs K..K+N-1; 'auto' -> GPUs when CUDA is there, else CPU."""
+    import torch
+
+    from ..devices import resolve_device
+
+    dev = resolve_device(device)
+    if dev.type == "cpu":
+        return "cpu", devices
+    first = dev.index or 0
+    if first + devices > torch.cuda.device_count():
+        raise InputError(None, f"--devices {devices} from {dev}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return "gpu", list(range(first, first + devices))
+
+
+def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, checkpoint_every: int, progress: bool,
+                 callbacks: Sequence[Any], devices: int = 1, device: str = "auto", num_nodes: int = 1):
+    """The Lightning Trainer of every run: step-bounded endless epoch, safe checkpoints in
+    out/checkpoints, CSV logs in out/logs/version_N, a step progress bar; DDP when devices > 1
+    or num_nodes > 1 (GPUs, or CPU processes with gloo)."""
+    import lightning as L
+    from lightning.pytorch.loggers import CSVLogger
+
+    from .callbacks import SafeCheckpoint, StepBar
+
+    accelerator, device_list = accelerator_for(device, devices)
+    ckpt = SafeCheckpoint(dirpath=out / "checkpoints", filename="step{step}", every_n_train_steps=checkpoint_every,
+                          save_top_k=0, save_last=True, save_on_train_epoch_end=False)
+    bar = [StepBar(refresh_rate=max(1, min(log_every, 20)))] if progress else []
+    return L.Trainer(
+        accelerator=accelerator,
+        devices=device_list,
+        num_nodes=num_nodes,
+        strategy="ddp" if devices > 1 or num_nodes > 1 else "auto",
+        max_steps=max_steps,
+        max_epochs=-1,
+        precision="bf16-mixed" if precision == "bf16" else "32-true",
+        logger=CSVLogger(out, name="logs"),  # version_N: a resumed run keeps the earlier logs
+        log_every_n_steps=log_every,
+        callbacks=[*callbacks, *bar, ckpt],
+        enable_progress_bar=progress,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+    )
+
+
+def fit_or_stop(trainer, module, data, ckpt: Path, out: Path, resume: bool) -> None:
+    """trainer.fit, but a run stopped by Ctrl-C or SIGTERM (`kill PID`; Lightning turns it into
+    a SystemExit with status 0) keeps a checkpoint of where it stopped, when its parameters are
+    finite, and raises RunStopped saying how to resume, instead of writing results."""
+    import torch
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    signal_name = None
+    try:
+        trainer.fit(module, datamodule=data, ckpt_path=str(ckpt) if resume else None, weights_only=True)
+        if trainer.interrupted:
+            signal_name = "SIGINT"
+    except SIGTERMException:
+        signal_name = "SIGTERM"
+    if signal_name is None and getattr(trainer, "received_sigterm", False):
+        signal_name = "SIGTERM"
+    if signal_name:
+        if all(bool(torch.isfinite(p).all()) for p in module.parameters()):
+            save_checkpoint_atomically(trainer, ckpt)
+        raise RunStopped(f"stopped at step {trainer.global_step}; resume with --resume {out}", signal_name)
+
+
+class RunStopped(KeyboardInterrupt):
+    """A run stopped by a signal after saving a checkpoint; `signal` is SIGINT or SIGTERM."""
+
+    def __init__(self, message: str, signal: str = "SIGINT") -> None:
+        super().__init__(message)
+        self.signal = signal
+
+
+def save_checkpoint_atomically(trainer, path: Path) -> None:
+    trainer.save_checkpoint(f"{path}.tmp", weights_only=False)  # collective: rank 0 writes
+    if trainer.is_global_zero:
+        os.replace(f"{path}.tmp", path)
+
+
+def load_checkpoint_module(ckpt_path: Path, cls, device: str = "auto"):
+    """A LightningModule rebuilt from its saved hyperparameters and weights (torch.load with
+    weights_only=True), on `device`; unreadable files raise InputError naming the file."""
+    import torch
+
+    from ..devices import resolve_device
+
+    dev = resolve_device(device)
+    try:
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        module = cls(**ckpt["hyper_parameters"])
+        module.load_state_dict(ckpt["state_dict"])
+    except Exception as exc:  # a truncated or foreign file fails in many ways
+        raise InputError(ckpt_path, f"cannot be loaded as a checkpoint ({type(exc).__name__}: {exc})") from None
+    return module.to(dev).eval()
+
+
+def load_run(run_dir: Path, task: str, cls, device: str = "auto"):
+    """(module on `device`, saved config) of a run folder of `task` that has a checkpoint."""
+    run_dir = Path(run_dir)
+    cfg_path, ckpt_path = run_dir / "config.yaml", run_dir / "checkpoints" / "last.ckpt"
+    if not cfg_path.is_file() or not ckpt_path.is_file():
+        raise InputError(run_dir, "is not a run folder (needs config.yaml and checkpoints/last.ckpt)")
+    config = yaml.safe_load(cfg_path.read_text()) or {}
+    found = (config.get("preset") or {}).get("task")
+    if found != task:
+        raise InputError(run_dir, f"holds a {found or 'unknown'} run, not a {task} one")
+    return load_checkpoint_module(ckpt_path, cls, device), config

@@ -1,0 +1,33 @@
+"""`inr fit-video`: a field over (t, y, x) fitted to every frame of a clip at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict
+
+import numpy as np
+
+from .. import metrics
+from ..data import read_video
+from .base import register_task
+from .outputs import plot_frame_psnr, write_video
+from .signal import SignalTask
+
+
+@register_task("video")
+class VideoTask(SignalTask):
+    input_help = "video: MP4/GIF/... or a folder of frames"
+    outputs_help = "reconstruction.mp4, frame_psnr.png, curve.png"
+
+    def read(self, path: str):
+        return read_video(path)
+
+    def write_signal_outputs(self, out: Path, pred, p_test, t_test, title: str) -> Dict[str, Any]:
+        sig = self.signal
+        frames = pred.clamp(0, 1)
+        per_frame = [round(metrics.psnr(frames[k], sig.values[k], 1.0), 4) for k in range(len(frames))]
+        ssim = float(np.mean([metrics.ssim(frames[k], sig.values[k], 1.0) for k in range(len(frames))]))
+        rgb = frames if frames.shape[-1] == 3 else frames[..., :1].expand(*frames.shape[:-1], 3)
+        write_video(out / "reconstruction.mp4", (rgb.cpu().numpy() * 255 + 0.5).astype(np.uint8), sig.fps)
+        plot_frame_psnr(out / "frame_psnr.png", per_frame, title)
+        return {"ssim": round(ssim, 5), "frame_psnr": per_frame, "shape": list(sig.values.shape), "fps": sig.fps}
