@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 # torch is installed first and pinned by a constraint file, so no later install swaps it for a
-# multi-GB CUDA build; the package itself only asks for torch>=2.3 (GPU users keep theirs).
+# multi-GB CUDA build; the package itself only asks for torch>=2.4 (GPU users keep theirs).
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"
 	$(PY) -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > $(VENV)/constraints.txt
-	PIP_CONSTRAINT=$(VENV)/constraints.txt $(PIP) install -q -e ".[test]"
+	PIP_CONSTRAINT=$(VENV)/constraints.txt $(PIP) install -q -e ".[test,open3d]"
 	touch $(STAMP)
 
 demo: setup

@@ -76,3 +76,10 @@ def test_pins_levels_only_see_their_bands():
     assert torch.allclose(net(f, level=0), net(f))
     with pytest.raises(ValueError):
         net(f, level=3)
+
+
+@pytest.mark.parametrize("name", ["mlp", "siren", "spder", "poly_inr", "pins"])
+@pytest.mark.parametrize("in_dim", [1, 2, 3])
+def test_every_network_builds_from_its_sizes_alone(name, in_dim):
+    net = inr.build_network(name, in_dim, 3)
+    assert net(torch.rand(5, in_dim)).shape == (5, 3)

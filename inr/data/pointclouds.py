@@ -1,4 +1,5 @@
-"""Point-cloud files: PLY (ascii/binary), PCD, XYZ through open3d; NPY through numpy.
+"""Point-cloud files: PLY (ascii/binary), PCD, XYZ through open3d when it is installed; without
+it PLY through trimesh and XYZ through numpy (PCD needs open3d); NPY through numpy.
 
 Every problem with an input is an InputError naming the file: missing, unknown format, not a
 point cloud, empty, a single point, NaN/Inf coordinates, 2D data, all points identical, and
@@ -18,14 +19,19 @@ from ..errors import InputError
 FORMATS = (".ply", ".pcd", ".xyz", ".npy")
 
 
-def _open3d(path: Path):
+def _open3d(path: Optional[Path], what: str = "needs open3d"):
+    from .. import _external
+
     try:
-        import open3d
-    except ImportError as exc:
-        # the wheel links libusb-1.0 (`make setup` installs it)
-        raise InputError(path, f"needs open3d, which does not import here ({exc}); run `make setup` "
-                         "or apt-get install libusb-1.0-0") from None
-    return open3d
+        return _external.open3d()
+    except _external.MissingBackend as exc:
+        raise InputError(path, f"{what}: {exc}") from None
+
+
+def _has_open3d() -> bool:
+    from .. import _external
+
+    return _external.has_open3d()
 
 
 def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray]]:
@@ -54,15 +60,18 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
             c = data[:, 3:6].astype(np.float64)
             colors = c / 255.0 if c.max(initial=0) > 1 else c
     else:
-        o3d = _open3d(path)
         if suffix in (".ply", ".xyz") and not _looks_like(path, suffix):
             raise InputError(path, f"is not a {suffix[1:].upper()} point cloud")
-        cloud = o3d.io.read_point_cloud(str(path), format=suffix[1:], print_progress=False)
-        points = np.asarray(cloud.points, dtype=np.float64)
+        if _has_open3d() or suffix == ".pcd":
+            o3d = _open3d(path, "PCD files need open3d")
+            cloud = o3d.io.read_point_cloud(str(path), format=suffix[1:], print_progress=False)
+            points = np.asarray(cloud.points, dtype=np.float64)
+            if cloud.has_colors():
+                colors = np.asarray(cloud.colors, dtype=np.float64)
+        else:
+            points, colors = _read_without_open3d(path, suffix)
         if len(points) == 0 and path.stat().st_size > 0 and suffix == ".xyz":
             raise InputError(path, "is not an XYZ point cloud (expected lines of 3 numbers)")
-        if cloud.has_colors():
-            colors = np.asarray(cloud.colors, dtype=np.float64)
     check_points(points, path, duplicates)
     if duplicates == "drop":
         _, first = np.unique(points, axis=0, return_index=True)
@@ -123,8 +132,10 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None) -
             data = points if colors is None else np.concatenate([points, colors], 1)
             with tmp.open("wb") as f:
                 np.save(f, data.astype(np.float32))
+        elif not _has_open3d() and suffix in (".ply", ".xyz"):
+            _write_without_open3d(tmp, suffix, np.asarray(points, np.float64), colors)
         else:
-            o3d = _open3d(path)
+            o3d = _open3d(path, "PCD files need open3d")
             cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
             if colors is not None:
                 cloud.colors = o3d.utility.Vector3dVector(np.asarray(colors, np.float64))
@@ -133,3 +144,36 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None) -
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _read_without_open3d(path: Path, suffix: str):
+    """(points, colours or None) of a PLY (trimesh) or XYZ (numpy) file."""
+    if suffix == ".xyz":
+        try:
+            data = np.loadtxt(path, ndmin=2, dtype=np.float64)
+        except ValueError:
+            raise InputError(path, "is not an XYZ point cloud (expected lines of 3 numbers)") from None
+        return (data[:, :3] if data.size else np.zeros((0, 3))), None
+    import trimesh
+
+    try:
+        geom = trimesh.load(path, file_type="ply", process=False)
+    except Exception as exc:  # trimesh raises many types for bad files
+        raise InputError(path, f"cannot be read as a PLY point cloud ({type(exc).__name__})") from None
+    points = np.asarray(geom.vertices, dtype=np.float64)
+    colors = None
+    raw = getattr(geom, "colors", None) if isinstance(geom, trimesh.PointCloud) else None
+    if raw is not None and len(raw) == len(points) and np.asarray(raw).size:
+        colors = np.asarray(raw, dtype=np.float64)[:, :3] / 255.0
+    return points, colors
+
+
+def _write_without_open3d(tmp: Path, suffix: str, points: np.ndarray, colors: Optional[np.ndarray]) -> None:
+    if suffix == ".xyz":
+        np.savetxt(tmp, points, fmt="%.9g")
+        return
+    import trimesh
+
+    rgba = None if colors is None else np.concatenate(
+        [(np.clip(colors, 0, 1) * 255 + 0.5).astype(np.uint8), np.full((len(points), 1), 255, np.uint8)], 1)
+    trimesh.PointCloud(points, colors=rgba).export(tmp, file_type="ply")

@@ -21,7 +21,7 @@ class PinsMLP(Network):
     Args:
         level_dims: widths of the input slices per level (the `progressive` encoding's
             `level_dims`); default: in_dim split into `levels` near-equal parts.
-        levels: used only when level_dims is not given.
+        levels: used only when level_dims is not given (at most in_dim).
         hidden: width of every level's hidden features.
         layers_per_level: Linear+ReLU layers in each level's block.
         output_activation: applied to each level's cumulative output.
@@ -38,7 +38,8 @@ class PinsMLP(Network):
         output_activation: str = "none",
     ) -> None:
         super().__init__(in_dim, out_dim)
-        if level_dims is None:
+        if level_dims is None:  # in_dim split into near-equal parts, at most one level per input feature
+            levels = max(1, min(int(levels), in_dim))
             level_dims = [in_dim // levels + (1 if k < in_dim % levels else 0) for k in range(levels)]
         if sum(level_dims) != in_dim or min(level_dims) < 1:
             raise ValueError(f"level_dims {list(level_dims)} must be positive and sum to in_dim={in_dim}")

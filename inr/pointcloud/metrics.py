@@ -1,7 +1,7 @@
 """Distances between point clouds: Chamfer (two stated forms), Hausdorff, F-score.
 
-Nearest neighbours come from open3d's KD-tree (`compute_point_cloud_distance`); the formulas
-are these:
+Nearest neighbours come from a float64 KD-tree (open3d's `compute_point_cloud_distance`, or
+scipy's cKDTree without open3d: the same distances); the formulas are these:
 - d_PG(p) = min_g |p - g|, d_GP(g) = min_p |g - p|  (Euclidean);
 - chamfer_l2 = mean_p d_PG(p)^2 + mean_g d_GP(g)^2          (sum of the two mean squared distances);
 - chamfer_l1 = (mean_p d_PG(p) + mean_g d_GP(g)) / 2         (average of the two mean distances);
@@ -16,17 +16,20 @@ from typing import Dict
 import numpy as np
 
 
-def _cloud(points: np.ndarray):
-    import open3d as o3d
-
-    return o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, dtype=np.float64)))
-
-
 def nearest_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(len(a),) distance from each point of a to its nearest point of b."""
     if len(a) == 0 or len(b) == 0:
         raise ValueError("distances need two non-empty clouds")
-    return np.asarray(_cloud(a).compute_point_cloud_distance(_cloud(b)))
+    from .. import _external
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if _external.has_open3d():
+        o3d = _external.open3d()
+        cloud = lambda x: o3d.geometry.PointCloud(o3d.utility.Vector3dVector(x))  # noqa: E731
+        return np.asarray(cloud(a).compute_point_cloud_distance(cloud(b)))
+    from scipy.spatial import cKDTree
+
+    return cKDTree(b).query(a, k=1, workers=-1)[0]
 
 
 def compare(pred: np.ndarray, gt: np.ndarray, threshold: float) -> Dict[str, float]:

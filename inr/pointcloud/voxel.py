@@ -71,16 +71,38 @@ def even_subsample(points, n: int, seed: int = 0):
     (bisection on a log scale), then a random n of those. Fewer gaps than a random choice, so
     the surface is covered better by the same number of points."""
     import numpy as np
-    import open3d as o3d
 
     if len(points) <= n:
         return points
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, dtype=np.float64)))
+    down = _voxel_down_sample(np.asarray(points, dtype=np.float64))
     small, big = 0.0, float(np.linalg.norm(np.ptp(points, axis=0)))
     for _ in range(30):
         mid = (small + big) / 2 if small == 0.0 else (small * big) ** 0.5
-        small, big = (mid, big) if len(cloud.voxel_down_sample(mid).points) >= n else (small, mid)
+        small, big = (mid, big) if len(down(mid)) >= n else (small, mid)
     if small == 0.0:  # cannot reach n cells (near-duplicate points): a random choice
         return points[np.random.default_rng(seed).choice(len(points), n, replace=False)]
-    cells = np.asarray(cloud.voxel_down_sample(small).points)
+    cells = down(small)
     return cells[np.random.default_rng(seed).choice(len(cells), n, replace=False)]
+
+
+def _voxel_down_sample(points):
+    """cell size -> the mean point of every occupied cell: open3d's voxel_down_sample when open3d
+    is installed, else the same in numpy (cells from the cloud's minimum corner)."""
+    import numpy as np
+
+    from .. import _external
+
+    if _external.has_open3d():
+        o3d = _external.open3d()
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+        return lambda size: np.asarray(cloud.voxel_down_sample(size).points)
+    lo = points.min(0)
+
+    def down(size: float):
+        ijk = np.floor((points - lo) / size).astype(np.int64)
+        _, inverse, counts = np.unique(ijk, axis=0, return_inverse=True, return_counts=True)
+        sums = np.zeros((len(counts), 3))
+        np.add.at(sums, inverse.reshape(-1), points)
+        return sums / counts[:, None]
+
+    return down

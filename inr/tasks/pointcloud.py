@@ -49,8 +49,9 @@ MAX_VOXELS_PER_AXIS = 30_000
 
 def statistical_outlier_baseline(points: np.ndarray) -> np.ndarray:
     """The points Open3D's remove_statistical_outlier(STATISTICAL_OUTLIER) keeps."""
-    import open3d as o3d
+    from ..data.pointclouds import _open3d
 
+    o3d = _open3d(None, "--baseline open3d needs open3d")
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
     _, kept = cloud.remove_statistical_outlier(**STATISTICAL_OUTLIER)
     return points[np.asarray(kept, dtype=np.int64)]

@@ -1,0 +1,121 @@
+"""The run lifecycle through the command line: resume rules, video, the writers' checks,
+multi-process training of another task than NeRF."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from inr.cli import main
+
+from .helpers import smooth_image, tone
+
+TINY = ["--set", "field.encoding_options.log2_table=10", "--set", "field.encoding_options.n_levels=4",
+        "--set", "train.compile=false", "--no-progress"]
+
+
+def _err_line(capsys):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_set_on_resume_is_applied_or_refused(tmp_path, capsys):
+    img = smooth_image(tmp_path / "a.png", 16)
+    out = tmp_path / "run"
+    assert main(["fit-image", str(img), "--steps", "4", "--out", str(out), *TINY]) == 0
+    # lr changes: the restored optimizer continues from the new base rate
+    assert main(["fit-image", "--resume", str(out), "--steps", "6", "--set", "train.lr=0.5", "--no-progress"]) == 0
+    ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
+    group = ckpt["optimizer_states"][0]["param_groups"][0]
+    assert group["initial_lr"] == 0.5 and ckpt["lr_schedulers"][0]["base_lrs"] == [0.5]
+    assert 0.4 < group["lr"] <= 0.5 and ckpt["global_step"] == 6
+    capsys.readouterr()
+    # what cannot change is refused with one line, exit 2, and the run is untouched
+    assert main(["fit-image", "--resume", str(out), "--set", "field.network=siren"]) == 2
+    assert "cannot change when resuming" in _err_line(capsys)
+    other = smooth_image(tmp_path / "b.png", 16)
+    assert main(["fit-image", str(other), "--resume", str(out)]) == 2
+    assert "is not the input of the run" in _err_line(capsys)
+    assert main(["fit-image", "--resume", str(out), "--holdout", "even-odd"]) == 2
+    assert "a resumed run keeps it" in _err_line(capsys)
+    assert main(["fit-audio", "--resume", str(out)]) == 2
+    assert "not a audio run folder" in _err_line(capsys)
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 6
+
+
+def test_device_option_is_checked_before_anything_is_written(tmp_path, capsys):
+    img = smooth_image(tmp_path / "a.png", 8)
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(["fit-image", str(img), "--device", "cuda", "--out", str(tmp_path / "r"), *TINY]) == 2
+    assert "no CUDA device" in _err_line(capsys) and not (tmp_path / "r").exists()
+    assert main(["fit-image", str(img), "--device", "tpu", "--out", str(tmp_path / "r"), *TINY]) == 2
+    assert main(["fit-image", str(img), "--device", "cpu", "--steps", "2", "--out", str(tmp_path / "r"), *TINY]) == 0
+    assert json.loads((tmp_path / "r" / "metrics.json").read_text())["device"] == "cpu"
+
+
+def _clip(path, frames=8, h=13, w=17):
+    import imageio.v3 as iio
+
+    t = np.arange(frames)[:, None, None]
+    y, x = np.mgrid[0:h, 0:w]
+    f = np.stack([0.5 + 0.5 * np.sin(x / 4 + t / 3), 0.5 + 0.5 * np.cos(y / 3 - t / 4), (x + y) / (h + w) + 0 * t], -1)
+    iio.imwrite(path, (f * 255).astype(np.uint8), duration=100, loop=0)
+    return path
+
+
+def test_fit_video_and_render_video(tmp_path):
+    import imageio.v3 as iio
+
+    clip = _clip(tmp_path / "c.gif")
+    out = tmp_path / "v"
+    assert main(["fit-video", str(clip), "--steps", "150", "--out", str(out), *TINY, "--set", "train.lr=1e-2"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["shape"] == [8, 13, 17, 3] and len(m["frame_psnr"]) == 8 and m["fps"] == pytest.approx(10.0)
+    assert m["psnr"] > 25 and abs(np.mean([10 ** (-p / 10) for p in m["frame_psnr"]]) - 10 ** (-m["psnr"] / 10)) < 1e-3
+    video = iio.imread(out / "reconstruction.mp4", index=None, plugin="FFMPEG")
+    assert video.shape == (8, 14, 18, 3)  # H.264 needs even sizes: padded by one row and column
+    assert main(["render-video", str(out), "--scale", "2", "--fps", "20", "--out", str(tmp_path / "up.gif")]) == 0
+    assert iio.imread(tmp_path / "up.gif", index=None).shape[:3] == (16, 26, 34)
+    # slow motion at the fitted size: its first and last frames sit at the source's first and
+    # last frame times, so they are the reconstruction's frames (up to video compression)
+    assert main(["render-video", str(out), "--fps", "20", "--out", str(tmp_path / "slow.mp4")]) == 0
+    slow = iio.imread(tmp_path / "slow.mp4", index=None, plugin="FFMPEG").astype(float)
+    assert slow.shape == (16, 14, 18, 3)
+    # (H.264 on 14x18 frames loses ~5-10 levels; another frame of this clip differs by far more)
+    assert np.abs(slow[0] - video[0]).mean() < 12 and np.abs(slow[-1] - video[-1]).mean() < 12
+    assert np.abs(slow[0] - video[-1]).mean() > 2 * np.abs(slow[0] - video[0]).mean()
+
+
+def test_fit_video_bad_input_exit_2(tmp_path, capsys):
+    (tmp_path / "frames").mkdir()
+    assert main(["fit-video", str(tmp_path / "frames")]) == 2
+    assert "holds no frames" in _err_line(capsys)
+    (tmp_path / "x.mp4").write_bytes(b"not a video")
+    assert main(["fit-video", str(tmp_path / "x.mp4")]) == 2
+    assert "cannot be read as a video" in _err_line(capsys)
+
+
+def test_truncated_wav_is_refused(tmp_path, capsys):
+    wav = tone(tmp_path / "t.wav", seconds=0.2)
+    data = wav.read_bytes()
+    (tmp_path / "cut.wav").write_bytes(data[: len(data) // 2])
+    assert main(["fit-audio", str(tmp_path / "cut.wav"), "--out", str(tmp_path / "r")]) == 2
+    assert "is truncated" in _err_line(capsys) and not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_image_fit_with_ddp_on_two_cpu_processes(tmp_path):
+    img = smooth_image(tmp_path / "a.png", 16)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "inr", "fit-image", str(img), "--steps", "4", "--devices", "2", "--device", "cpu",
+           "--out", str(out), *TINY]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("PSNR") == 1  # only the first process reports
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["devices"] == 2 and m["steps"] == 4
