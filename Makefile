@@ -9,7 +9,7 @@ TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench clean gpu-wheels gpu-check
 
 setup: $(STAMP)
 
@@ -35,6 +35,16 @@ test: setup
 bench: setup
 	$(PY) scripts/bench_speed.py
 	$(PY) scripts/bench_quality.py
+
+# wheels the offline GPU machine lacks (its Python is 3.12): `make gpu-wheels` here, then carry
+# gpu-wheels/ there and run `make gpu-check` (or bash scripts/gpu_check.sh)
+gpu-wheels:
+	$(PIP) download -q --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+	  --platform manylinux_2_28_x86_64 -d gpu-wheels nerfacc trimesh soundfile
+	@# imageio-ffmpeg (68 MB) does not fit the 64 MiB that travels: videos are written as GIF there
+
+gpu-check:
+	bash scripts/gpu_check.sh
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -74,6 +74,11 @@ def open3d():
     return _probe("open3d", lambda: importlib.import_module("open3d"))
 
 
+def ffmpeg() -> str:
+    """The path of the ffmpeg binary that imageio-ffmpeg ships (MP4 writing)."""
+    return _probe("imageio_ffmpeg", lambda: importlib.import_module("imageio_ffmpeg").get_ffmpeg_exe())
+
+
 def why_not(load: Callable[[], Any]) -> Optional[str]:
     """None when load() works, else its MissingBackend message."""
     try:

@@ -7,7 +7,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from .. import metrics
+from .. import _external, metrics
 from ..data import read_video
 from .base import register_task
 from .outputs import plot_frame_psnr, write_video
@@ -28,6 +28,12 @@ class VideoTask(SignalTask):
         per_frame = [round(metrics.psnr(frames[k], sig.values[k], 1.0), 4) for k in range(len(frames))]
         ssim = float(np.mean([metrics.ssim(frames[k], sig.values[k], 1.0) for k in range(len(frames))]))
         rgb = frames if frames.shape[-1] == 3 else frames[..., :1].expand(*frames.shape[:-1], 3)
-        write_video(out / "reconstruction.mp4", (rgb.cpu().numpy() * 255 + 0.5).astype(np.uint8), sig.fps)
+        name = "reconstruction.mp4"
+        problem = _external.why_not(_external.ffmpeg)
+        if problem is not None:  # a partial install (imageio-ffmpeg is a dependency): still write the video
+            _external.warn_once(f"MP4 needs imageio-ffmpeg ({problem}); writing reconstruction.gif instead")
+            name = "reconstruction.gif"
+        write_video(out / name, (rgb.cpu().numpy() * 255 + 0.5).astype(np.uint8), sig.fps)
         plot_frame_psnr(out / "frame_psnr.png", per_frame, title)
-        return {"ssim": round(ssim, 5), "frame_psnr": per_frame, "shape": list(sig.values.shape), "fps": sig.fps}
+        return {"ssim": round(ssim, 5), "frame_psnr": per_frame, "shape": list(sig.values.shape), "fps": sig.fps,
+                "video": name}
