@@ -434,3 +434,37 @@ def test_shipped_weights_denoise_a_noisy_sphere(tmp_path, capsys):
     out, _ = read_cloud(tmp_path / "out.ply")
     assert len(out) == 5000
     assert compare(out, clean, 0.01)["chamfer_l1"] < 0.8 * compare(noisy, clean, 0.01)["chamfer_l1"]
+
+
+def test_denoise_keeps_the_colours_of_the_input(tmp_path, tiny_weights):
+    import numpy as np
+
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud, write_cloud
+
+    pts = _sphere_points(800, noise=0.01)
+    colors = np.stack([(pts[:, 0] > 0).astype(float), (pts[:, 1] > 0).astype(float), np.full(len(pts), 0.5)], -1)
+    write_cloud(tmp_path / "in.ply", pts, colors)
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.ply"), "--out", str(tmp_path / "d.ply"),
+                 "--weights", str(tiny_weights), "--no-progress"]) == 0
+    out, out_colors = read_cloud(tmp_path / "d.ply")
+    assert out_colors is not None and out_colors.shape == out.shape
+    # every output point carries the colour of its nearest input point: here, of its octant's signs
+    far = (np.abs(out[:, 0]) > 0.1) & (np.abs(out[:, 1]) > 0.1)
+    assert np.allclose(out_colors[far, 0], out[far, 0] > 0) and np.allclose(out_colors[far, 1], out[far, 1] > 0)
+
+
+@pytest.mark.slow
+def test_pointcloud_train_with_ddp_on_two_cpu_processes(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "inr", "pointcloud", "train", "--steps", "2", "--devices", "2", "--device", "cpu",
+           "--out", str(out), "--no-progress", "--set", "train.dense_points=2000", "--set", "field.width=8",
+           "--set", "field.d_model=16", "--set", "field.heads=2", "--set", "field.layers=1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["devices"] == 2 and m["steps"] == 2 and (out / "model.pt").is_file()

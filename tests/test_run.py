@@ -119,3 +119,25 @@ def test_image_fit_with_ddp_on_two_cpu_processes(tmp_path):
     assert proc.stdout.count("PSNR") == 1  # only the first process reports
     m = json.loads((out / "metrics.json").read_text())
     assert m["devices"] == 2 and m["steps"] == 4
+
+
+@pytest.mark.parametrize("h,w", [(7, 9), (8, 10)])
+def test_video_writer_checks_what_it_wrote_and_pads_odd_sizes(tmp_path, h, w):
+    import imageio.v3 as iio
+
+    from inr.tasks.outputs import write_video
+
+    frames = np.zeros((5, h, w, 3), np.uint8)
+    frames[:, : h // 2] = 200  # top half bright
+    assert write_video(tmp_path / "v.mp4", frames, 10) == (h + h % 2, w + w % 2)
+    back = iio.imread(tmp_path / "v.mp4", index=None, plugin="FFMPEG")
+    assert back.shape == (5, h + h % 2, w + w % 2, 3)
+    assert abs(float(back[:, 0].mean()) - 200) < 10 and float(back[:, -1].mean()) < 10
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_doctor_reports_devices_and_backends(capsys):
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "torch" in out and "--device auto computes on:" in out
+    assert "hash grid:" in out and "occupancy marcher:" in out and "point clouds:" in out
