@@ -74,8 +74,9 @@ def _add_train_command(sub, name: str, task: str, input_name: Optional[str], wha
     if input_flag:
         p.add_argument(input_flag, dest="input", metavar="DIR", help=cls.input_help)
     elif input_name:
-        optional = cls(None, None, None).default_input() is not None if task != "video" else False
-        p.add_argument("input", metavar=input_name, nargs="?" if optional else None, help=cls.input_help)
+        # optional on the command line for all: a resumed run knows its input, and a task without
+        # a bundled default says it needs one (one line, exit 2)
+        p.add_argument("input", metavar=input_name, nargs="?", help=cls.input_help)
     add_run_options(p, cls.default_preset)
     cls.add_arguments(p)
     p.set_defaults(task=task)

@@ -119,7 +119,7 @@ def plain_nerf(budget: float, n_samples: int = 96, n_rays: int = 1024, seed: int
     seconds = time.perf_counter() - start
     test = scene.splits["test"]
     scores = []
-    for k in range(len(test)):  # grad mode + detach: the fast compiled graph (see NerfModule._infer)
+    for k in range(len(test)):  # grad mode + detach: the fast compiled graph (see render.renderer.without_grad_in_chunks)
         rays = split_rays(test, k)
         pred = torch.cat([fast(rays.origins[i : i + n_rays], rays.directions[i : i + n_rays], torch.ones(1, 3), False).detach()
                           for i in range(0, len(rays), n_rays)]).clamp(0, 1).view(*test.images.shape[1:3], 3)

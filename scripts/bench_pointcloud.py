@@ -105,7 +105,8 @@ def quality(model) -> list:
 def ablation(weights: Path, steps: int) -> list:
     from inr.pointcloud.network import ReconstructionConfig
     from inr.pointcloud.reconstruct import Reconstructor
-    from inr.tasks.pointcloud_train import PointCloudTrainConfig, ShapeStream
+    from inr.presets import PointCloudTrainConfig
+    from inr.tasks.pointcloud_train import ShapeStream
 
     base = load_weights(weights)
     rows = []

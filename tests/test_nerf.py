@@ -170,7 +170,7 @@ def test_ray_count_follows_the_sample_budget():
 
 
 def test_compiled_inference_matches_eager():
-    # the compiled callables run in grad mode for speed (see NerfModule._infer); values must
+    # the compiled callables run in grad mode for speed (see without_grad_in_chunks); values must
     # equal the eager no-grad field's, with no graph kept
     torch.manual_seed(0)
     m = _module(compile=True)
@@ -179,7 +179,7 @@ def test_compiled_inference_matches_eager():
     dirs = torch.nn.functional.normalize(torch.randn(3000, 3), dim=-1)
     with torch.no_grad():
         ref_sigma, ref_rgb = m.field(pts, dirs)
-        sigma, rgb = m._infer("field", pts, dirs, chunk=1024)
+        sigma, rgb = m.query("field", pts, dirs, chunk=1024)
         dens = m.density(pts)
     assert not sigma.requires_grad and not dens.requires_grad
     torch.testing.assert_close(sigma, ref_sigma, rtol=1e-4, atol=1e-6)

@@ -236,3 +236,32 @@ def test_extract_mesh_of_a_sphere_is_closed_and_coloured():
     assert trimesh.Trimesh(v2, f2, process=False).is_watertight
     with pytest.raises(ValueError, match="no surface"):
         extract_mesh(density, aabb, 16, 500.0)
+
+
+def test_functional_renderer_known_answer_and_chunks_agree():
+    import math
+
+    from inr.render import RenderSettings, Rays, render_rays, render_rays_chunked
+    from inr.render.occupancy import OccupancyGrid
+
+    grid = OccupancyGrid([-1.0, -1, -1, 1, 1, 1], resolution=4)  # every cell occupied
+
+    def field(p, d):  # density 2 and a fixed colour inside the box
+        inside = (p.abs() < 1).all(-1).float()
+        return 2.0 * inside, torch.tensor([0.2, 0.4, 0.6]).expand(len(p), 3)
+
+    rays = Rays(torch.tensor([[0.0, 0, -3], [0.5, 0.5, -3], [0.0, 5, -3]]), torch.tensor([[0.0, 0, 1]] * 3))
+    bg = torch.ones(3, 3)
+    settings = RenderSettings(step_size=0.01, early_stop_eps=0.0)
+    out = render_rays(field, grid, rays, bg, settings)
+    # 2 units of density 2: opacity 1 - e^-4; the third ray misses the box
+    alpha = 1 - math.exp(-4.0)
+    assert torch.allclose(out.opacity[:, 0], torch.tensor([alpha, alpha, 0.0]), atol=1e-5)
+    assert torch.allclose(out.color[0], alpha * torch.tensor([0.2, 0.4, 0.6]) + (1 - alpha), atol=1e-5)
+    assert torch.allclose(out.color[2], torch.ones(3))
+    # the expected depth of a uniform slab from t=2: 2 + (1/s) - L e^{-sL} / (1 - e^{-sL}), s=2, L=2
+    expect = 2 + 0.5 - 2 * math.exp(-4) / alpha
+    assert abs(float(out.depth[0]) - expect) < 1e-2
+    chunked = render_rays_chunked(field, grid, rays, 1.0, settings, chunk=2)
+    torch.testing.assert_close(chunked.color, out.color)
+    assert chunked.n_samples == out.n_samples

@@ -141,3 +141,13 @@ def test_doctor_reports_devices_and_backends(capsys):
     out = capsys.readouterr().out
     assert "torch" in out and "--device auto computes on:" in out
     assert "hash grid:" in out and "occupancy marcher:" in out and "point clouds:" in out
+
+
+def test_fit_video_needs_an_input_and_resumes_without_one(tmp_path, capsys):
+    assert main(["fit-video", "--out", str(tmp_path / "none")]) == 2
+    assert "needs an input file" in _err_line(capsys) and not (tmp_path / "none").exists()
+    clip = _clip(tmp_path / "c.gif", frames=3, h=6, w=6)
+    out = tmp_path / "v"
+    assert main(["fit-video", str(clip), "--steps", "2", "--out", str(out), *TINY]) == 0
+    assert main(["fit-video", "--resume", str(out), "--steps", "3", "--no-progress"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 3

@@ -95,7 +95,14 @@ def positive_float(text: str) -> float:
 
 
 TASKS: Registry[Task] = Registry("task")
-register_task = TASKS.register
+def register_task(name: str):
+    """Class decorator: the task is known by `name` (its command-line and preset-folder name)."""
+
+    def deco(cls):
+        cls.name = name
+        return TASKS.register(name)(cls)
+
+    return deco
 
 
 def get_task(name: str) -> Type[Task]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import lightning as L
 import torch
@@ -10,23 +10,13 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..data.scenes import SceneSplit
 from ..presets import NerfTrainConfig
-from ..render.occupancy import OccupancyGrid, march
+from ..render.occupancy import OccupancyGrid
 from ..render.radiance import RadianceField, RadianceFieldConfig
 from ..render.rays import Rays, pinhole_rays
-from ..render.volume import accumulate, render_weights
+from ..render.renderer import RenderOut, RenderSettings, render_rays, render_rays_chunked, without_grad_in_chunks
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
 
 BACKGROUNDS = {"white": 1.0, "black": 0.0}
-
-
-class RenderOut(NamedTuple):
-    color: torch.Tensor
-    """(N, 3) composited over the background."""
-    opacity: torch.Tensor
-    """(N, 1) sum of weights."""
-    depth: torch.Tensor
-    """(N, 1) expected distance sum_i w_i t_i / opacity (0 where nothing was hit)."""
-    n_samples: int
 
 
 def split_rays(split: SceneSplit, image: int, stride: int = 1) -> Rays:
@@ -97,56 +87,32 @@ class NerfModule(L.LightningModule):
             self._fast["field"] = torch.compile(self.field, dynamic=True)
             self._fast["density"] = torch.compile(self.field.density, dynamic=True)
 
-    def _infer(self, name: str, *inputs: torch.Tensor, chunk: int = 1 << 16):
-        """`name` ('density' or 'field') of many inputs without gradient, in chunks.
+    @property
+    def render_settings(self) -> RenderSettings:
+        c = self.cfg
+        return RenderSettings(self.step_size, self.near, c.early_stop_eps, c.alpha_thre, c.stratified, c.prepass)
 
-        Inductor fuses the hash-grid gather badly under no_grad (one CPU loop about 10x slower
-        than eager, torch 2.13); the graph it compiles for autograd splits the index maths from
-        the gather and runs ~6x faster than eager. So the compiled callables are run in grad
-        mode, chunk by chunk, and their graphs dropped.
-        """
+    def query(self, name: str, *inputs: torch.Tensor, chunk: int = 1 << 16):
+        """The field ('field': points, dirs -> (sigma, rgb)) or its density ('density': points
+        -> sigma) of many inputs without gradient, in chunks, compiled when the preset compiles
+        (see `without_grad_in_chunks` for why compiled callables run in grad mode)."""
         fast = self._fast.get(name)
-        if fast is None:
-            with torch.no_grad():
-                fn = self.field.density if name == "density" else self.field
-                return fn(*inputs)
-        outs = []
-        with torch.enable_grad():
-            for k in range(0, max(len(inputs[0]), 1), chunk):
-                out = fast(*(x[k : k + chunk] for x in inputs))
-                outs.append(tuple(o.detach() for o in out) if isinstance(out, tuple) else out.detach())
-        if name == "density":
-            return torch.cat(outs)
-        return tuple(torch.cat(parts) for parts in zip(*outs))
+        fn = fast if fast is not None else (self.field.density if name == "density" else self.field)
+        return without_grad_in_chunks(fn, *inputs, chunk=chunk, compiled=fast is not None)
 
     def density(self, points: torch.Tensor) -> torch.Tensor:
         """Densities (N,) without gradient, for the marcher's pre-pass and the grid refresh."""
-        return self._infer("density", points)
+        return self.query("density", points)
 
-    # ---- rendering -------------------------------------------------------------------------
-    def render(self, rays: Rays, background: torch.Tensor) -> RenderOut:
-        """Colours of rays over `background` (N, 3), their opacity and depth; differentiable in
-        grad mode."""
-        o, d = rays.origins, rays.directions
-
-        def sigma_fn(t0, t1, ri):
-            return self.density(o[ri] + d[ri] * ((t0 + t1) * 0.5)[:, None])
-
-        use_prepass = self.cfg.prepass or not torch.is_grad_enabled()
-        ri, t0, t1 = march(rays, self.grid, self.step_size, near=self.near, sigma_fn=sigma_fn if use_prepass else None,
-                           early_stop_eps=self.cfg.early_stop_eps, alpha_thre=self.cfg.alpha_thre,
-                           stratified=self.cfg.stratified and torch.is_grad_enabled())
-        mids = (t0 + t1) * 0.5
-        points, dirs = o[ri] + d[ri] * mids[:, None], d[ri]
+    def _field_fn(self):
         if torch.is_grad_enabled():
-            sigma, rgb = self._fast.get("field", self.field)(points, dirs)
-        else:
-            sigma, rgb = self._infer("field", points, dirs)
-        w, _, _ = render_weights(t0, t1, sigma, ri)
-        color = accumulate(w, ri, len(rays), rgb)
-        opacity = accumulate(w, ri, len(rays))
-        depth = accumulate(w, ri, len(rays), mids[:, None]) / opacity.clamp(min=1e-10)
-        return RenderOut(color + (1.0 - opacity) * background, opacity, depth, int(ri.numel()))
+            return self._fast.get("field", self.field)
+        return lambda p, d: self.query("field", p, d)
+
+    # ---- rendering (the functional renderer of inr.render with this module's field and grid)
+    def render(self, rays: Rays, background: torch.Tensor) -> RenderOut:
+        """Colours of rays over `background` (N, 3), their opacity and depth; differentiable in grad mode."""
+        return render_rays(self._field_fn(), self.grid, rays, background, self.render_settings, self.density)
 
     @torch.no_grad()
     def render_view(self, rays: Rays, background: float, chunk: int = 8192) -> torch.Tensor:
@@ -155,19 +121,8 @@ class NerfModule(L.LightningModule):
 
     @torch.no_grad()
     def render_many(self, rays: Rays, background: float, chunk: int = 8192) -> RenderOut:
-        """render() of many rays in chunks of `chunk` rays (bounded memory), without gradient.
-        The rays may be on any device: they are rendered on the module's, and the results come
-        back on theirs."""
-        dev, home = self.field.aabb.device, rays.origins.device
-        parts = []
-        for k in range(0, len(rays), chunk):
-            part = Rays(rays.origins[k : k + chunk].to(dev), rays.directions[k : k + chunk].to(dev))
-            r = self.render(part, torch.full((len(part), 3), float(background), device=dev))
-            parts.append(RenderOut(r.color.to(home), r.opacity.to(home), r.depth.to(home), r.n_samples))
-        if not parts:
-            empty = torch.zeros(0, 3, device=home)
-            return RenderOut(empty, empty[:, :1], empty[:, :1], 0)
-        return RenderOut(*(torch.cat(x) for x in list(zip(*parts))[:3]), sum(p.n_samples for p in parts))
+        """render() of many rays on any device, in chunks, without gradient (see render_rays_chunked)."""
+        return render_rays_chunked(self._field_fn(), self.grid, rays, background, self.render_settings, self.density, chunk)
 
     # ---- training --------------------------------------------------------------------------
     def _update_grid(self) -> None:

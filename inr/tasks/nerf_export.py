@@ -78,7 +78,7 @@ def export_mesh(run_dir: Path, out: Path, resolution: int = 256, threshold: Opti
     level = default_threshold(module) if threshold is None else float(threshold)
 
     def color_fn(points, dirs):
-        return module._infer("field", points, dirs)[1]
+        return module.query("field", points, dirs)[1]
 
     try:
         verts, faces, colors = extract_mesh(_masked_density(module), module.field.aabb, resolution, level, color_fn)

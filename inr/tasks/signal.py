@@ -56,7 +56,7 @@ class SignalTask(Task):
 
     def load(self) -> None:
         if self.opts.input is None:
-            raise InputError(None, f"{self.name}: give the input file")
+            raise InputError(None, f"fit-{self.name} needs an input file (or --resume DIR)")
         if self.options.holdout not in HOLDOUTS:
             raise InputError(None, f"--holdout must be one of {', '.join(HOLDOUTS)}")
         self.signal = self.read(self.opts.input)

@@ -24,9 +24,10 @@ class VideoTask(SignalTask):
 
     def write_signal_outputs(self, out: Path, pred, p_test, t_test, title: str) -> Dict[str, Any]:
         sig = self.signal
+        # scored frames: every frame, or with --holdout even-odd the odd frames' odd pixels
+        per_frame = [round(metrics.psnr(p_test[k].clamp(0, 1), t_test[k], 1.0), 4) for k in range(len(p_test))]
+        ssim = float(np.mean([metrics.ssim(p_test[k].clamp(0, 1), t_test[k], 1.0) for k in range(len(p_test))]))
         frames = pred.clamp(0, 1)
-        per_frame = [round(metrics.psnr(frames[k], sig.values[k], 1.0), 4) for k in range(len(frames))]
-        ssim = float(np.mean([metrics.ssim(frames[k], sig.values[k], 1.0) for k in range(len(frames))]))
         rgb = frames if frames.shape[-1] == 3 else frames[..., :1].expand(*frames.shape[:-1], 3)
         name = "reconstruction.mp4"
         problem = _external.why_not(_external.ffmpeg)
