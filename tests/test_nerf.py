@@ -204,3 +204,13 @@ def test_nerf_trains_with_ddp_on_two_cpu_processes(tmp_path):
     # both processes trained: 2 processes x 6 steps x 64 rays
     assert m["rays_per_second"] * m["seconds"] == pytest.approx(2 * 6 * 64, rel=1e-3)
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["last.ckpt"]
+
+
+def test_export_points_of_an_untrained_run_is_one_line(tmp_path, capsys):
+    scene = blender_scene(tmp_path / "s", n_train=2)
+    out = tmp_path / "run"
+    assert main(["nerf", "train", str(scene), "--steps", "1", "--out", str(out), "--no-progress", *FAST]) == 0
+    capsys.readouterr()
+    assert main(["nerf", "export", str(out), "--points", str(tmp_path / "p.ply"), "--num-points", "500"]) == 2
+    err = capsys.readouterr().err
+    assert "no surface to export" in err and err.count("\n") == 1 and not (tmp_path / "p.ply").exists()

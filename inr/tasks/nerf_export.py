@@ -115,6 +115,8 @@ def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity
     rays = pinhole_rays(split.c2w[img], fx, fy, cx, cy, pix)
     r = module.render_many(rays, 0.0)
     keep = r.opacity[:, 0] >= min_opacity
+    if not bool(keep.any()):
+        raise InputError(run_dir, f"none of {n_points:,} rays became {min_opacity:g} opaque: no surface to export (train longer?)")
     pts = rays.origins[keep] + rays.directions[keep] * r.depth[keep]
     colors = (r.color[keep] / r.opacity[keep]).clamp(0, 1)  # un-premultiplied from the black background
     write_cloud(out, pts.double().cpu().numpy(), colors.double().cpu().numpy())
