@@ -109,10 +109,12 @@ def test_truncated_wav_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_image_fit_with_ddp_on_two_cpu_processes(tmp_path):
-    img = smooth_image(tmp_path / "a.png", 16)
+@pytest.mark.parametrize("task", ["image", "audio", "video"])
+def test_signal_fits_with_ddp_on_two_cpu_processes(tmp_path, task):
+    signal = {"image": lambda: smooth_image(tmp_path / "a.png", 16), "audio": lambda: tone(tmp_path / "t.wav"),
+              "video": lambda: _clip(tmp_path / "c.gif", frames=4, h=8, w=8)}[task]()
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "inr", "fit-image", str(img), "--steps", "4", "--devices", "2", "--device", "cpu",
+    cmd = [sys.executable, "-m", "inr", f"fit-{task}", str(signal), "--steps", "4", "--devices", "2", "--device", "cpu",
            "--out", str(out), *TINY]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

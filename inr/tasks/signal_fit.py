@@ -73,7 +73,9 @@ class SignalData(L.LightningDataModule):
         self.train_targets = to_range(train_v, self.native_range, self.value_range)
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(_Batches(self.train_coords, self.train_targets, self.batch_size, self.seed), batch_size=None, num_workers=0)
+        rank = self.trainer.global_rank if self.trainer is not None else 0  # DDP: other samples on every process
+        return DataLoader(_Batches(self.train_coords, self.train_targets, self.batch_size, self.seed + 1000 * rank),
+                          batch_size=None, num_workers=0)
 
 
 def to_range(v: torch.Tensor, src, dst) -> torch.Tensor:
