@@ -14,4 +14,4 @@ if [ -d gpu-wheels ] && ls gpu-wheels/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export TCNN_CUDA_ARCHITECTURES="${TCNN_CUDA_ARCHITECTURES:-90}"
-exec "$PY" scripts/gpu_check.py --report "$REPORT"
+exec "$PY" scripts/gpu_check.py --report "$REPORT" "${@:2}"
