@@ -11,8 +11,6 @@ import yaml
 from ._config import from_dict_strict
 from ._resources import data_dir
 from .errors import InputError
-from .fields import FieldConfig
-from .render.radiance import RadianceFieldConfig
 
 ALL_TASKS = ("image", "audio", "video", "nerf", "pointcloud")
 

@@ -47,13 +47,17 @@ def test_set_on_resume_is_applied_or_refused(tmp_path, capsys):
     assert json.loads((out / "metrics.json").read_text())["steps"] == 6
 
 
-def test_device_option_is_checked_before_anything_is_written(tmp_path, capsys):
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+def test_cuda_device_without_cuda_is_one_line_before_anything_is_written(tmp_path, capsys):
     img = smooth_image(tmp_path / "a.png", 8)
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
     assert main(["fit-image", str(img), "--device", "cuda", "--out", str(tmp_path / "r"), *TINY]) == 2
     assert "no CUDA device" in _err_line(capsys) and not (tmp_path / "r").exists()
+
+
+def test_device_option_is_checked_before_anything_is_written(tmp_path, capsys):
+    img = smooth_image(tmp_path / "a.png", 8)
     assert main(["fit-image", str(img), "--device", "tpu", "--out", str(tmp_path / "r"), *TINY]) == 2
+    assert "--device must be" in _err_line(capsys) and not (tmp_path / "r").exists()
     assert main(["fit-image", str(img), "--device", "cpu", "--steps", "2", "--out", str(tmp_path / "r"), *TINY]) == 0
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["device"] == "cpu"
 

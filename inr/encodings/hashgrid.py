@@ -113,6 +113,7 @@ class HashGrid(Encoding):
         # built on the first CUDA call and kept outside the module tree (its only parameter is
         # `table`): state dicts are the same on both backends, and a CPU run never builds it
         self.__dict__["_tcnn"] = None
+        self.__dict__["_cuda_backend"] = None  # resolved once, on the first CUDA call
 
     @staticmethod
     def tcnn_problem(in_dim: int, n_features: int) -> Optional[str]:
@@ -175,9 +176,11 @@ class HashGrid(Encoding):
         return index, weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.is_cuda and self.backend_for(x.device) == "tcnn":
-            if self._tcnn is None:
+        if x.is_cuda and self._cuda_backend is None:
+            self.__dict__["_cuda_backend"] = self.backend_for(x.device)
+            if self._cuda_backend == "tcnn":
                 self.__dict__["_tcnn"] = self._make_tcnn()
+        if x.is_cuda and self._tcnn is not None:
             return self._tcnn(to_unit(x).clamp(0.0, 1.0)).to(x.dtype)
         index, weight = self.indices_and_weights(x)
         feats = nn.functional.embedding(index, self.table.view(-1, self.n_features))  # (N, L, C, F)

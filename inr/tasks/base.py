@@ -4,6 +4,7 @@ and write its outputs. The run lifecycle (`run.py`) does everything else, once f
 from __future__ import annotations
 
 import argparse
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Dict, Optional, Type
@@ -16,7 +17,7 @@ class TaskOptions:
     """Options of one task beyond the shared run options (each task extends it)."""
 
 
-class Task:
+class Task(ABC):
     """One kind of training run. Subclasses set the class attributes and the methods below.
 
     An instance lives for one run: `load()` reads and checks the input before anything is
@@ -46,26 +47,29 @@ class Task:
     def default_input(self) -> Optional[str]:
         return None
 
+    @abstractmethod
     def load(self) -> None:
-        raise NotImplementedError
+        """Read and check the input (InputError on bad input); nothing is written yet."""
 
+    @abstractmethod
     def build_module(self):
-        raise NotImplementedError
+        """The LightningModule to train."""
 
+    @abstractmethod
     def build_data(self):
-        raise NotImplementedError
+        """The LightningDataModule that feeds it."""
 
+    @abstractmethod
     def measure(self, module) -> float:
         """The curve's value (test PSNR, validation ratio, ...), computed without gradient."""
-        raise NotImplementedError
 
     def gather(self, module) -> None:
         """Called on every DDP process after training, before the first one alone writes the
         outputs: the place for collective operations (sums over processes)."""
 
+    @abstractmethod
     def write_outputs(self, out: Path, module, steps: int, seconds: float, history) -> Dict[str, Any]:
         """Write the run's files; return the metrics for metrics.json."""
-        raise NotImplementedError
 
     @staticmethod
     def summary(result: Dict[str, Any]) -> str:
@@ -106,6 +110,6 @@ def register_task(name: str):
 
 
 def get_task(name: str) -> Type[Task]:
-    from . import audio, image, nerf_fit, pointcloud_train, video  # noqa: F401  (registration)
+    from . import audio, image, nerf_fit, pointcloud, video  # noqa: F401  (registration)
 
     return TASKS.get(name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import torch
 
@@ -13,9 +13,11 @@ from .._resources import data_dir
 from ..data.scenes import Scene, load_scene
 from ..networks import count_parameters
 from .base import Task, TaskOptions, positive_int, register_task
-from .nerf import BACKGROUNDS, NerfModule, SceneData, eval_target, render_split_view
 from .outputs import plot_curve, write_image, write_json
 from .run import load_run
+
+if TYPE_CHECKING:  # the Lightning module is imported where it is used, so the CLI starts without Lightning
+    from .nerf import NerfModule, SceneData
 
 DEFAULT_SCENE = "tabletop"
 
@@ -31,6 +33,8 @@ def default_scene() -> str:
 
 
 def _evaluate(module: NerfModule, scene: Scene, views: Optional[int], background: float, stride: int = 1) -> List[Dict[str, Any]]:
+    from .nerf import eval_target, render_split_view
+
     split = scene.splits["test"]
     n = len(split) if views is None else min(views, len(split))
     out = []
@@ -74,12 +78,18 @@ class NerfTask(Task):
 
     def load(self) -> None:
         self.scene = load_scene(self.opts.input or default_scene(), self.options.downscale)
+        from .nerf import BACKGROUNDS
+
         self.background = BACKGROUNDS.get(self.preset.train.eval_background, 1.0)
 
     def build_module(self) -> NerfModule:
+        from .nerf import NerfModule
+
         return NerfModule(self.preset.field.to_dict(), asdict(self.preset.train), self.scene.aabb.tolist(), near=self.scene.near)
 
     def build_data(self) -> SceneData:
+        from .nerf import SceneData
+
         return SceneData(self.scene.splits["train"], self.preset.train.rays_per_batch, seed=self.opts.seed)
 
     def measure(self, module: NerfModule) -> float:
@@ -109,6 +119,8 @@ class NerfTask(Task):
 
 def load_nerf_run(run_dir: Path, device: str = "auto"):
     """(module on `device`, scene, config) of a trained run."""
+    from .nerf import NerfModule
+
     module, config = load_run(Path(run_dir), "nerf", NerfModule, device)
     module.configure_model()  # compiled callables when the preset asks for them
     run = config["run"]
@@ -118,6 +130,8 @@ def load_nerf_run(run_dir: Path, device: str = "auto"):
 
 def eval_run(run_dir: Path, device: str = "auto") -> Dict[str, Any]:
     """Re-evaluate a run's test split: per-view and mean PSNR/SSIM, written to DIR/eval.json."""
+    from .nerf import BACKGROUNDS
+
     module, scene, config = load_nerf_run(run_dir, device)
     bg = BACKGROUNDS.get(config["preset"]["train"].get("eval_background", "white"), 1.0)
     result = write_eval(Path(run_dir), module, scene, bg)

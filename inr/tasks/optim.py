@@ -42,14 +42,3 @@ def retarget_learning_rate(checkpoint: Dict[str, Any], lr: float) -> None:
             sched["base_lrs"] = [lr for _ in old]
             if "_last_lr" in sched and old and old[0] > 0:
                 sched["_last_lr"] = [v * lr / old[0] for v in sched["_last_lr"]]
-
-
-class ResumableOptimizer:
-    """Mixin for LightningModules whose `train_config()` holds an OptimConfig: a resumed run
-    takes the learning rate of its (possibly changed) config."""
-
-    def train_config(self):
-        raise NotImplementedError
-
-    def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
-        retarget_learning_rate(checkpoint, float(self.train_config().lr))

@@ -1,4 +1,6 @@
-"""`inr pointcloud ...`: orchestration of point-cloud commands (files in, files/JSON out)."""
+"""`inr pointcloud ...`: orchestration of point-cloud commands (files in, files/JSON out), and the
+`pointcloud` training task (its Lightning module lives in pointcloud_train.py, imported when a
+run starts, so that the command line starts without Lightning)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import numpy as np
 from ..data.pointclouds import read_cloud
 from ..errors import InputError
 from ..pointcloud.metrics import compare
+from .base import Task, register_task
 
 DEFAULT_THRESHOLD_SHARE = 0.01
 """F-score threshold when none is given: this share of the ground truth's bounding-box diagonal."""
@@ -115,3 +118,48 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         out_colors = colors[idx[:, 0].numpy()]
     write_cloud(out, result, out_colors)
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method}
+
+
+@register_task("pointcloud")
+class PointCloudTask(Task):
+    """Train the reconstruction network; the input (optional) is a folder of meshes to train on
+    instead of synthetic shapes."""
+
+    default_preset = "default"
+    input_help = "a folder of meshes (.ply/.obj/.off/.stl/.glb) to train on (default: synthetic shapes made on the fly)"
+    outputs_help = "model.pt (the weights), metrics.json, checkpoints"
+    log_every = 20
+
+    def load(self) -> None:
+        from .pointcloud_train import load_meshes, validation_pairs
+
+        self.meshes = load_meshes(Path(self.opts.input)) if self.opts.input else None
+        self.pairs = validation_pairs()
+
+    def build_module(self):
+        from dataclasses import asdict
+
+        from .pointcloud_train import PointCloudModule
+
+        return PointCloudModule(asdict(self.preset.field), asdict(self.preset.train))
+
+    def build_data(self):
+        from .pointcloud_train import ShapeData
+
+        return ShapeData(self.preset.train, self.meshes, self.opts.seed)
+
+    def measure(self, module) -> float:
+        from .pointcloud_train import chamfer_ratio
+
+        return chamfer_ratio(module.model, self.pairs)
+
+    def write_outputs(self, out: Path, module, steps: int, seconds: float, history) -> Dict[str, Any]:
+        from .pointcloud_train import export_weights
+
+        export_weights(module, out / "model.pt")
+        return {"validation_chamfer_ratio": history[-1][2] if history else None, "weights": str(out / "model.pt")}
+
+    @staticmethod
+    def summary(r: Dict[str, Any]) -> str:
+        return (f"trained {r['steps']} steps in {r['seconds']:.1f} s; validation Chamfer output/input "
+                f"{r['validation_chamfer_ratio']:.3f}; weights {r['weights']}")

@@ -7,7 +7,7 @@ Each step takes one shape: a random synthetic one (`inr.pointcloud.shapes`) or a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -21,8 +21,7 @@ from ..pointcloud.network import ReconstructionConfig
 from ..pointcloud.reconstruct import Reconstructor
 from ..pointcloud.shapes import corrupt, random_shape, sample_surface, sdf_mesh
 from ..presets import PointCloudTrainConfig
-from .base import Task, TaskOptions, register_task
-from .optim import ResumableOptimizer, adam_with_decay, check_loss
+from .optim import adam_with_decay, check_loss, retarget_learning_rate
 
 MESH_SUFFIXES = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
 
@@ -75,7 +74,7 @@ class ShapeStream(IterableDataset):
             yield torch.from_numpy(noisy).float(), torch.from_numpy(clean).float()
 
 
-class PointCloudModule(ResumableOptimizer, L.LightningModule):
+class PointCloudModule(L.LightningModule):
     """The reconstruction network trained on (noisy, clean) pairs. model: ReconstructionConfig
     fields; train: PointCloudTrainConfig fields."""
 
@@ -85,8 +84,8 @@ class PointCloudModule(ResumableOptimizer, L.LightningModule):
         self.cfg = PointCloudTrainConfig.from_dict(dict(train))
         self.model = Reconstructor(ReconstructionConfig(**model), self.cfg.voxels_per_diagonal)
 
-    def train_config(self):
-        return self.cfg
+    def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
+        retarget_learning_rate(checkpoint, float(self.cfg.lr))  # a resumed run may change train.lr
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         noisy, clean = batch
@@ -154,46 +153,9 @@ def chamfer_ratio(model: Reconstructor, pairs) -> float:
     return float(np.mean(ratios))
 
 
-@dataclass
-class PointCloudOptions(TaskOptions):
-    pass
+class ShapeData(L.LightningDataModule):
+    """Training pairs for `PointCloudModule`; each DDP process draws its own shapes."""
 
-
-@register_task("pointcloud")
-class PointCloudTask(Task):
-    """Train the reconstruction network; the input (optional) is a folder of meshes to train on
-    instead of synthetic shapes."""
-
-    default_preset = "default"
-    Options = PointCloudOptions
-    input_help = "a folder of meshes (.ply/.obj/.off/.stl/.glb) to train on (default: synthetic shapes made on the fly)"
-    outputs_help = "model.pt (the weights), metrics.json, checkpoints"
-    log_every = 20
-
-    def load(self) -> None:
-        self.meshes = load_meshes(Path(self.opts.input)) if self.opts.input else None
-        self.pairs = validation_pairs()
-
-    def build_module(self) -> PointCloudModule:
-        return PointCloudModule(asdict(self.preset.field), asdict(self.preset.train))
-
-    def build_data(self) -> L.LightningDataModule:
-        return _DataModule(self.preset.train, self.meshes, self.opts.seed)
-
-    def measure(self, module: PointCloudModule) -> float:
-        return chamfer_ratio(module.model, self.pairs)
-
-    def write_outputs(self, out: Path, module, steps: int, seconds: float, history) -> Dict[str, Any]:
-        export_weights(module, out / "model.pt")
-        return {"validation_chamfer_ratio": history[-1][2] if history else None, "weights": str(out / "model.pt")}
-
-    @staticmethod
-    def summary(r: Dict[str, Any]) -> str:
-        return (f"trained {r['steps']} steps in {r['seconds']:.1f} s; validation Chamfer output/input "
-                f"{r['validation_chamfer_ratio']:.3f}; weights {r['weights']}")
-
-
-class _DataModule(L.LightningDataModule):
     def __init__(self, cfg: PointCloudTrainConfig, meshes, seed: int) -> None:
         super().__init__()
         self.cfg, self.meshes, self.seed = cfg, meshes, seed

@@ -4,6 +4,7 @@ in the files they write (`image.py`, `audio.py`, `video.py`)."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -12,12 +13,11 @@ import torch
 
 from .. import metrics
 from .._resources import data_dir
-from ..data.signal import Signal, grid_coords
+from ..data.signal import HOLDOUTS, Signal, grid_coords, split_holdout
 from ..errors import InputError
 from ..networks import count_parameters
 from .base import Task, TaskOptions
 from .outputs import plot_curve
-from .signal_fit import HOLDOUTS, SignalData, SignalFitModule, split_holdout
 
 
 @dataclass
@@ -47,8 +47,9 @@ class SignalTask(Task):
     def default_input(self) -> Optional[str]:
         return str(data_dir("assets") / self.default_asset) if self.default_asset else None
 
+    @abstractmethod
     def read(self, path: str) -> Signal:
-        raise NotImplementedError
+        """The signal of a file (InputError on bad input)."""
 
     @property
     def value_range(self) -> Tuple[float, float]:
@@ -64,20 +65,24 @@ class SignalTask(Task):
             raise InputError(self.opts.input, "is too small for the even-odd holdout (needs 2 samples per axis)")
         _, _, self.test_coords, self.test_values = split_holdout(self.signal.values, self.options.holdout)
 
-    def build_module(self) -> SignalFitModule:
+    def build_module(self):
+        from .signal_fit import SignalFitModule
+
         sig = self.signal
         return SignalFitModule(sig.in_dim, sig.channels, self.preset.field.to_dict(), asdict(self.preset.train))
 
-    def build_data(self) -> SignalData:
+    def build_data(self):
+        from .signal_fit import SignalData
+
         cfg = self.preset.train
         return SignalData(self.signal.values, self.options.holdout, cfg.batch_size, self.native_range, self.value_range,
                           seed=self.opts.seed)
 
-    def measure(self, module: SignalFitModule) -> float:
+    def measure(self, module) -> float:
         pred = module.predict_values(self.test_coords, self.value_range, self.native_range)
         return metrics.psnr(pred, self.test_values, data_range=self.native_range[1] - self.native_range[0])
 
-    def predict(self, module: SignalFitModule, shape=None, level: Optional[int] = None) -> torch.Tensor:
+    def predict(self, module, shape=None, level: Optional[int] = None) -> torch.Tensor:
         """The field on the signal's grid (or another grid `shape`), in the native range."""
         shape = tuple(shape or self.signal.grid_shape)
         pred = module.predict_values(grid_coords(shape), self.value_range, self.native_range, level=level)
@@ -111,9 +116,10 @@ class SignalTask(Task):
         plot_curve(out / "curve.png", history, title)
         return result
 
+    @abstractmethod
     def write_signal_outputs(self, out: Path, pred: torch.Tensor, p_test: torch.Tensor, t_test: torch.Tensor,
                              title: str) -> Dict[str, Any]:
-        raise NotImplementedError
+        """The task's own files (reconstruction, plots) and metrics."""
 
     @staticmethod
     def summary(r: Dict[str, Any]) -> str:

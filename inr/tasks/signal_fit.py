@@ -8,40 +8,10 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
-from ..data.signal import grid_coords
+from ..data.signal import HOLDOUTS, split_holdout  # noqa: F401  (HOLDOUTS: re-exported)
 from ..fields import Field, FieldConfig, evaluate
 from ..presets import TrainConfig
-from .optim import ResumableOptimizer, adam_with_decay, check_loss
-
-HOLDOUTS = ("none", "even-odd")
-
-
-def split_holdout(values: torch.Tensor, holdout: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(coords_train, values_train, coords_test, values_test) from a (*grid, C) signal.
-
-    'none': train and test on every sample. 'even-odd' (Tancik et al.): train on the samples with
-    even indices on every axis, test on the odd ones (for an image, the even and odd
-    half-resolution pixel grids), so the test measures generalisation, not memorisation.
-    """
-    shape = values.shape[:-1]
-    coords = grid_coords(shape).view(*shape, len(shape))
-    if holdout == "none":
-        flat_c, flat_v = coords.reshape(-1, len(shape)), values.reshape(-1, values.shape[-1])
-        return flat_c, flat_v, flat_c, flat_v
-    if holdout != "even-odd":
-        raise ValueError(f"holdout must be one of {HOLDOUTS}, got {holdout!r}")
-    if min(shape) < 2:
-        raise ValueError("even-odd holdout needs at least 2 samples per axis")
-    even = tuple(slice(0, None, 2) for _ in shape)
-    odd = tuple(slice(1, None, 2) for _ in shape)
-    c = values.shape[-1]
-    return (
-        coords[even].reshape(-1, len(shape)),
-        values[even].reshape(-1, c),
-        coords[odd].reshape(-1, len(shape)),
-        values[odd].reshape(-1, c),
-    )
-
+from .optim import adam_with_decay, check_loss, retarget_learning_rate
 
 class _Batches(IterableDataset):
     """Endless (coords, targets) batches: the whole set, or `batch_size` random samples."""
@@ -85,7 +55,7 @@ def to_range(v: torch.Tensor, src, dst) -> torch.Tensor:
     return (v - src[0]) / (src[1] - src[0]) * (dst[1] - dst[0]) + dst[0]
 
 
-class SignalFitModule(ResumableOptimizer, L.LightningModule):
+class SignalFitModule(L.LightningModule):
     """MSE fit of a field to (coords, targets) batches.
 
     Args:
@@ -128,8 +98,8 @@ class SignalFitModule(ResumableOptimizer, L.LightningModule):
     def configure_optimizers(self):
         return adam_with_decay(self.field.parameters(), self.train_cfg)
 
-    def train_config(self):
-        return self.train_cfg
+    def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
+        retarget_learning_rate(checkpoint, float(self.train_cfg.lr))  # a resumed run may change train.lr
 
     @torch.no_grad()
     def predict_values(self, coords: torch.Tensor, value_range, native_range, level: Optional[int] = None) -> torch.Tensor:
