@@ -40,7 +40,7 @@ bench: setup
 # gpu-wheels/ there and run `make gpu-check` (or bash scripts/gpu_check.sh)
 gpu-wheels:
 	$(PIP) download -q --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
-	  --platform manylinux_2_28_x86_64 -d gpu-wheels nerfacc trimesh soundfile
+	  --platform manylinux_2_28_x86_64 -d gpu-wheels nerfacc trimesh soundfile cffi pycparser
 	@# imageio-ffmpeg (68 MB) does not fit the 64 MiB that travels: videos are written as GIF there
 
 gpu-check:

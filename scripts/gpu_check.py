@@ -8,10 +8,20 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INR = [sys.executable, "-m", "inr"]
+
+
+REPORT = None  # the report is rewritten after every part, so a killed check still returns what it did
+
+
+def save(report):
+    if REPORT is not None:
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(json.dumps(report, indent=2))
 
 
 def run(name, cmd, report, timeout=300):
@@ -24,6 +34,7 @@ def run(name, cmd, report, timeout=300):
     entry["seconds"] = round(time.time() - t0, 1)
     report[name] = entry
     print(f"[{entry['seconds']:7.1f} s] {name}: rc={entry['rc']}", flush=True)
+    save(report)
     return entry
 
 
@@ -55,13 +66,17 @@ def main():
     ap.add_argument("--report", default="gpu_report.json")
     ap.add_argument("--device", default="cuda", help="cpu: a dry run of this script on a machine without a GPU")
     ap.add_argument("--nerf-seconds", type=int, default=60)
+    ap.add_argument("--skip-presets", action="store_true", help="leave out the 2-step run of every preset")
+    ap.add_argument("--jobs", type=int, default=1, help="2-step preset runs at once (GPU machines have many cores)")
     args = ap.parse_args()
+    global REPORT
+    REPORT = Path(args.report)
     report = {"started": time.strftime("%Y-%m-%d %H:%M:%S")}
     tmp = ROOT / "gpu-check-runs"
     tmp.mkdir(exist_ok=True)
-    run("doctor", INR + ["doctor"], report, 600)  # builds nerfacc's CUDA code on first use
+    run("doctor", INR + ["doctor"], report, 300)  # builds nerfacc's CUDA code on first use
     run("gpu_tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_encodings.py",
-                      "tests/test_nerfacc_parity.py", "tests/test_device.py", "tests/test_render.py", "-rs"], report, 600)
+                      "tests/test_nerfacc_parity.py", "tests/test_device.py", "tests/test_cuda_runs.py", "tests/test_render.py", "-rs"], report, 600)
     dev = args.device
     sets = ["--steps", "2", "--device", dev, "--no-progress", "--overwrite", "--set", "train.eval_every=1"]
     from inr.presets import available_presets
@@ -74,9 +89,12 @@ def main():
         smooth_image(clip / f"f{k}.png", 32)
     inputs = {"image": ["fit-image", str(img)], "audio": ["fit-audio", str(wav)], "video": ["fit-video", str(clip)],
               "nerf": ["nerf", "train", "--downscale", "4"], "pointcloud": ["pointcloud", "train", "--set", "train.dense_points=4000"]}
-    for task, head in inputs.items():
-        for preset in available_presets(task):
-            run(f"2 steps {task}/{preset}", INR + head + ["--preset", preset, "--out", str(tmp / f"{task}-{preset}")] + sets, report)
+    jobs = [(f"2 steps {task}/{preset}", INR + head + ["--preset", preset, "--out", str(tmp / f"{task}-{preset}")] + sets)
+            for task, head in inputs.items() for preset in available_presets(task)]
+    if args.skip_presets:
+        jobs = []
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        list(pool.map(lambda job: run(*job, report), jobs))
     nerf = run(f"nerf train {args.nerf_seconds} s", INR + ["nerf", "train", "--time-budget", str(args.nerf_seconds), "--device", dev, "--out", str(tmp / "nerf60"),
                                          "--overwrite", "--no-progress"], report, 600)
     if nerf["rc"] == 0:
@@ -98,8 +116,7 @@ def main():
     except Exception as exc:
         report["hashgrid_fwd_bwd_points_per_second_2^20"] = f"{type(exc).__name__}: {exc}"
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.report).write_text(json.dumps(report, indent=2))
+    save(report)
     failed = [k for k, v in report.items() if isinstance(v, dict) and v.get("rc") not in (0, None)]
     print(f"report: {args.report}; failed parts: {failed or 'none'}")
 

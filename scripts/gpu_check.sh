@@ -10,8 +10,12 @@ cd "$(dirname "$0")/.."
 REPORT="${1:-${OUT:-.}/gpu_report.json}"
 PY="${PYTHON:-python3}"
 if [ -d gpu-wheels ] && ls gpu-wheels/*.whl >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps gpu-wheels/*.whl || echo "gpu_check: some wheels did not install"
+  # into a folder of their own: the machine's Python may be externally managed
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/inr-gpu-site gpu-wheels/*.whl \
+    || echo "gpu_check: some wheels did not install"
+  export PYTHONPATH="/tmp/inr-gpu-site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export MAX_JOBS="${MAX_JOBS:-$(nproc)}"
 export TCNN_CUDA_ARCHITECTURES="${TCNN_CUDA_ARCHITECTURES:-90}"
 exec "$PY" scripts/gpu_check.py --report "$REPORT" "${@:2}"

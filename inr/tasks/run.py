@@ -190,6 +190,9 @@ def train(opts: RunOptions, resume: Optional[Path] = None, callbacks: Sequence[A
         raise TrainingDiverged(f"{exc}; training stopped. The last good checkpoint is {ckpt} "
                                f"(resume with --resume {out} --set train.lr=<lower>)") from None
     save_checkpoint_atomically(trainer, ckpt)
+    # Lightning's teardown leaves the module on the CPU: evaluation, outputs and the collective
+    # sums of gather() belong on the device it trained on
+    module.to(trainer.strategy.root_device)
     seconds = monitor.seconds()
     task.gather(module)
     if not trainer.is_global_zero:
