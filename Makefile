@@ -16,6 +16,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	@# open3d's wheel links libusb-1.0, which bare Debian/Ubuntu images lack
 	@ldconfig -p | grep -q 'libusb-1.0.so.0' || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q libusb-1.0-0; }
+	@# the native CPU kernels (inr/native) and torch.compile on CPU compile C++ with OpenMP
+	@command -v g++ >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q g++; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"

@@ -9,6 +9,7 @@ fast backend is skipped on a device where it would have run.
 from __future__ import annotations
 
 import importlib
+import os
 import warnings
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
@@ -22,6 +23,7 @@ class MissingBackend(ImportError):
 _HINTS = {
     "tinycudann": "build it from its repository on a CUDA machine (see the README's GPU section)",
     "nerfacc": "pip install 'inr[cuda]' (its CUDA code compiles on first use and needs nvcc)",
+    "inr_native": "install a C++ compiler with OpenMP (Debian: apt-get install g++), or set INR_NATIVE=0 to silence this",
     "open3d": "pip install 'inr[open3d]' (Debian/Ubuntu also need apt-get install libusb-1.0-0)",
 }
 _PROBES: Dict[str, Tuple[Any, Optional[str]]] = {}
@@ -72,6 +74,22 @@ def nerfacc():
 def open3d():
     """The open3d module; raises MissingBackend when it is not installed or does not load."""
     return _probe("open3d", lambda: importlib.import_module("open3d"))
+
+
+def native_cpu():
+    """The toolkit's own CPU kernels (`torch.ops.inr_native`), compiled on first use and cached;
+    raises MissingBackend where they cannot build or INR_NATIVE=0 turns them off."""
+
+    def load():
+        if os.environ.get("INR_NATIVE", "1") == "0":
+            raise RuntimeError("turned off by INR_NATIVE=0")
+        return importlib.import_module("inr.native").build()
+
+    return _probe("inr_native", load)
+
+
+def has_native_cpu() -> bool:
+    return why_not(native_cpu) is None
 
 
 def ffmpeg() -> str:

@@ -24,6 +24,12 @@ def _reason(load) -> str:
     return "usable" if problem is None else problem
 
 
+def _native_folder() -> str:
+    from .native import build_directory
+
+    return str(build_directory().parent)
+
+
 def report() -> List[str]:
     from .encodings.hashgrid import TCNN_DIMS, TCNN_FEATURES
 
@@ -47,9 +53,12 @@ def report() -> List[str]:
         nerfacc = _reason(_external.nerfacc)
         march = ("nerfacc" if nerfacc == "usable" else "torch twin") + f" (nerfacc: {nerfacc})"
     else:
-        grid = "torch twin (the CPU path; tiny-cuda-nn needs CUDA)"
+        grid = "tiny-cuda-nn needs CUDA: CPU runs use the CPU hash grid below"
         march = "torch twin (the CPU path; nerfacc's kernels need CUDA)"
-    lines.append(f"  hash grid:           {grid}")
+    lines.append(f"  CUDA hash grid:      {grid}")
+    native = _reason(_external.native_cpu)
+    lines.append("  CPU hash grid:       " + ("native C++/OpenMP kernels (inr/native; built once, cached in "
+                                               f"{_native_folder()})" if native == "usable" else f"torch twin ({native})"))
     lines.append(f"  occupancy marcher:   {march}")
     o3d = _reason(_external.open3d)
     lines.append("  point clouds:        " + ("open3d (k-NN, PLY/PCD/XYZ, outlier baseline)" if o3d == "usable"

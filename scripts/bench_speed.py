@@ -2,6 +2,7 @@
 and the framework overhead of a Lightning fit against a plain PyTorch loop.
 
     .venv/bin/python scripts/bench_speed.py            # all sections, ~5 minutes on 2 cores
+    .venv/bin/python scripts/bench_speed.py --section cpu_kernels   # native kernels vs the twin
 
 Medians of 5 after 2 warm-ups; ratios are measured in the same run (the machine is shared).
 """
@@ -159,20 +160,80 @@ def section_overhead(rows, size: int = 256, steps: int = 12):
 COLS = ["what", "fp32 eager", "fp32", "bf16 autocast"]
 
 
+def copy_bandwidth(mib: int = 512) -> float:
+    """A STREAM-like copy of mib MiB: bytes read + written per second (the machine's reachable
+    memory bandwidth from torch, all threads)."""
+    src = torch.ones(mib << 18)
+    dst = torch.empty_like(src)
+    return 2 * src.numel() * 4 / median_seconds(lambda: dst.copy_(src), repeats=7)
+
+
+def section_cpu_kernels(rows):
+    """The hash grid's native C++ kernels against the pure-torch twin (compiled, as the presets
+    run it), fwd+bwd at 2^14..2^20 points, with bytes per second beside the measured copy bandwidth."""
+    from inr import _external
+
+    _external.native_cpu()  # build (or load) before timing
+    bw = copy_bandwidth()
+    rows.append({"what": "memory copy (STREAM-like, 512 MiB)", "n": "", "twin": "", "native": f"{bw / 1e9:.1f} GB/s",
+                 "speed-up": "", "bytes": ""})
+
+    def grid(d, log2_table, backend, max_res=2048):
+        return HashGrid(d, n_levels=16, n_features=2, log2_table=log2_table, max_resolution=max_res, backend=backend)
+
+    def rate(module, x, n, input_grad=False, compiled=False):
+        f = torch.compile(module, dynamic=True) if compiled else module
+        xs = x.clone().requires_grad_(input_grad)
+
+        def run():
+            module.table.grad = None
+            f(xs).square().sum().backward()
+
+        return n / median_seconds(run, repeats=5 if n <= 1 << 18 else 3)
+
+    def useful_bytes(g, n):
+        # what the work must move: per point 2^d corners x L levels x F floats read forward and
+        # read+written backward, the input, output and its gradient; per step the zeroed table gradient
+        corners = 2**g.in_dim * g.n_levels * g.n_features * 4
+        return 3 * corners + 4 * g.in_dim + 2 * 4 * g.out_dim + g.table.numel() * 4 / n
+
+    cases = [("3D L16 F2 T2^19 (NeRF)", 3, 19, 2048, n) for n in (1 << 14, 1 << 16, 1 << 18, 1 << 20)]
+    cases += [("2D L16 F2 T2^18 (image)", 2, 18, 1024, 1 << 16), ("1D L16 F2 T2^17 (audio)", 1, 17, 65536, 1 << 15)]
+    for name, d, t, res, n in cases:
+        twin, fast = grid(d, t, "torch", res), grid(d, t, "native", res)
+        x = torch.rand(n, d) * 2 - 1
+        a, b = rate(twin, x, n, compiled=True), rate(fast, x, n)
+        rows.append({"what": f"hash grid {name} fwd+bwd", "n": f"2^{n.bit_length() - 1}", "twin": f"{a / 1e3:,.0f}k pts/s",
+                     "native": f"{b / 1e3:,.0f}k pts/s", "speed-up": f"{b / a:.1f}x",
+                     "bytes": f"{b * useful_bytes(fast, n) / 1e9:.1f} GB/s = {b * useful_bytes(fast, n) / bw:.0%} of copy"})
+        print(table(rows[-1:], KERNEL_COLS).splitlines()[-1], flush=True)
+    twin, fast = grid(3, 19, "torch"), grid(3, 19, "native")
+    x = torch.rand(1 << 16, 3) * 2 - 1
+    a, b = rate(twin, x, 1 << 16, input_grad=True, compiled=True), rate(fast, x, 1 << 16, input_grad=True)
+    rows.append({"what": "hash grid 3D L16 F2 T2^19 fwd+bwd, input gradients too (SDF)", "n": "2^16",
+                 "twin": f"{a / 1e3:,.0f}k pts/s", "native": f"{b / 1e3:,.0f}k pts/s", "speed-up": f"{b / a:.1f}x", "bytes": ""})
+
+
+KERNEL_COLS = ["what", "n", "twin", "native", "speed-up", "bytes"]
+SECTIONS = {"mlp": (section_mlp, COLS), "hashgrid": (section_hashgrid, COLS), "overhead": (section_overhead, COLS),
+            "cpu_kernels": (section_cpu_kernels, KERNEL_COLS)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["mlp", "hashgrid", "overhead"], action="append")
+    ap.add_argument("--only", "--section", dest="only", choices=list(SECTIONS), action="append")
     args = ap.parse_args()
     torch.manual_seed(0)
-    rows: list = []
-    for name, fn in (("mlp", section_mlp), ("hashgrid", section_hashgrid), ("overhead", section_overhead)):
-        if not args.only or name in args.only:
-            fn(rows)
-            print(table(rows[-1:], COLS).splitlines()[-1], flush=True)
-    print()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(table(rows, COLS))
-    save("speed", rows)
+    for name, (fn, cols) in SECTIONS.items():
+        if args.only and name not in args.only:
+            continue
+        if name == "cpu_kernels" and not args.only:
+            continue  # run on request: it builds the kernels and takes ~3 minutes
+        rows: list = []
+        fn(rows)
+        print(table(rows, cols))
+        save(f"speed_{name}", rows)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Multiresolution hash grid (Instant-NGP, Mueller et al. 2022): pure torch, or tiny-cuda-nn.
+"""Multiresolution hash grid (Instant-NGP, Mueller et al. 2022): pure torch, tiny-cuda-nn on
+CUDA, or the toolkit's native C++ kernels on the CPU (inr/native/hashgrid.cpp).
 
 The torch path computes exactly the function of tiny-cuda-nn's `HashGrid` encoding, so that a
 table trained on one backend can be evaluated on the other:
@@ -16,6 +17,7 @@ table trained on one backend can be evaluated on the other:
 from __future__ import annotations
 
 import math
+import struct
 from typing import Literal, Optional
 
 import torch
@@ -27,6 +29,10 @@ from .base import Encoding, register_encoding, to_unit
 TCNN_DIMS = (2, 3, 4)
 TCNN_FEATURES = (1, 2, 4, 8)
 """What tiny-cuda-nn's HashGrid builds (input dimensions, features per level)."""
+NATIVE_DIMS = (1, 2, 3, 4)
+NATIVE_FEATURES = (1, 2, 4, 8)
+NATIVE_DTYPES = (torch.float32, torch.float64)
+"""What the native CPU kernels take (input dimensions, features per level, table dtypes)."""
 PRIMES = (1, 2654435761, 805459861, 3674653429, 2097192037, 1434869437, 2165219737)
 MASK32 = 0xFFFFFFFF
 
@@ -65,7 +71,10 @@ class HashGrid(Encoding):
         max_resolution: N_max, the finest level's resolution (e.g. the image side). Ignored if
             per_level_scale is given.
         per_level_scale: b, directly.
-        backend: 'torch' (any device), 'tcnn' (CUDA + tinycudann) or 'auto'.
+        backend: 'auto' (the fast path of each device: tcnn on CUDA, native on CPU, each falling
+            back to the torch twin with one warning where it cannot run), 'torch' (the twin
+            everywhere), 'tcnn' or 'native' (that fast path required on its device: an error
+            where it cannot run; the other device runs the twin).
     """
 
     def __init__(
@@ -92,6 +101,8 @@ class HashGrid(Encoding):
         scales, res, rows, offsets = level_layout(in_dim, n_levels, log2_table, base_resolution, per_level_scale)
         self.resolutions, self.rows = res, rows
         self.register_buffer("scales", _float32_scales(scales), persistent=False)
+        f32 = [struct.unpack("f", struct.pack("f", v))[0] for v in scales]  # the same float32 rounding, device-free
+        self._layout = (f32, list(res), list(rows), list(offsets))  # for the native kernels
         self.register_buffer("level_rows", torch.tensor(rows, dtype=torch.int64), persistent=False)
         self.register_buffer("level_offsets", torch.tensor(offsets, dtype=torch.int64), persistent=False)
         hashed = [r**in_dim > n for r, n in zip(res, rows)]
@@ -106,14 +117,16 @@ class HashGrid(Encoding):
         self.table = nn.Parameter(torch.empty(sum(rows) * n_features).uniform_(-1e-4, 1e-4))
         self.out_dim = self.n_levels * self.n_features
         self.backend = backend
-        if backend not in ("auto", "torch", "tcnn"):
-            raise ValueError(f"backend must be 'auto', 'torch' or 'tcnn', got {backend!r}")
+        if backend not in ("auto", "torch", "tcnn", "native"):
+            raise ValueError(f"backend must be 'auto', 'torch', 'tcnn' or 'native', got {backend!r}")
         if backend == "tcnn" and self.tcnn_problem(in_dim, n_features) is not None:
             raise _external.MissingBackend(f"hashgrid: tiny-cuda-nn cannot build this grid: {self.tcnn_problem(in_dim, n_features)}")
+        if backend == "native" and self.native_problem(in_dim, n_features) is not None:
+            raise _external.MissingBackend(f"hashgrid: the native CPU kernels cannot run this grid: {self.native_problem(in_dim, n_features)}")
         # built on the first CUDA call and kept outside the module tree (its only parameter is
-        # `table`): state dicts are the same on both backends, and a CPU run never builds it
+        # `table`): state dicts are the same on every backend, and a CPU run never builds it
         self.__dict__["_tcnn"] = None
-        self.__dict__["_cuda_backend"] = None  # resolved once, on the first CUDA call
+        self.__dict__["_backends"] = {}  # device type -> backend, resolved on the first call there
 
     @staticmethod
     def tcnn_problem(in_dim: int, n_features: int) -> Optional[str]:
@@ -124,12 +137,32 @@ class HashGrid(Encoding):
             return f"it takes {TCNN_FEATURES} features per level, not {n_features}"
         return None
 
+    @staticmethod
+    def native_problem(in_dim: int, n_features: int) -> Optional[str]:
+        """Why the native CPU kernels cannot encode this configuration (None: they can)."""
+        if in_dim not in NATIVE_DIMS:
+            return f"they encode {'/'.join(map(str, NATIVE_DIMS))}-D inputs, not {in_dim}-D"
+        if n_features not in NATIVE_FEATURES:
+            return f"they take {NATIVE_FEATURES} features per level, not {n_features}"
+        return None
+
     def backend_for(self, device: torch.device) -> str:
-        """'tcnn' or 'torch': what a forward pass on `device` runs (the CPU is always torch)."""
-        if device.type != "cuda" or self.backend == "torch":
+        """'tcnn', 'native' or 'torch': what a forward pass on `device` runs."""
+        if device.type == "cuda":
+            fast, problem = "tcnn", self.tcnn_problem(self.in_dim, self.n_features) or _external.why_not(_external.tinycudann)
+        elif device.type == "cpu":
+            fast, problem = "native", self.native_problem(self.in_dim, self.n_features) or _external.why_not(_external.native_cpu)
+        else:
             return "torch"
-        problem = self.tcnn_problem(self.in_dim, self.n_features) or _external.why_not(_external.tinycudann)
-        return _external.resolve_backend(self.backend, "tcnn", "hashgrid", problem)
+        requested = self.backend if self.backend in ("auto", "torch", fast) else "torch"
+        return _external.resolve_backend(requested, fast, "hashgrid", problem)
+
+    @torch.compiler.disable  # probing may build a backend: never inside a traced graph
+    def _resolve(self, device: torch.device) -> str:
+        backend = self._backends[device.type] = self.backend_for(device)
+        if backend == "tcnn":
+            self.__dict__["_tcnn"] = self._make_tcnn()
+        return backend
 
     def _make_tcnn(self) -> nn.Module:
         tcnn = _external.tinycudann()
@@ -176,12 +209,15 @@ class HashGrid(Encoding):
         return index, weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.is_cuda and self._cuda_backend is None:
-            self.__dict__["_cuda_backend"] = self.backend_for(x.device)
-            if self._cuda_backend == "tcnn":
-                self.__dict__["_tcnn"] = self._make_tcnn()
-        if x.is_cuda and self._tcnn is not None:
+        backend = self._backends.get(x.device.type)
+        if backend is None:
+            backend = self._resolve(x.device)
+        if backend == "tcnn":
             return self._tcnn(to_unit(x).clamp(0.0, 1.0)).to(x.dtype)
+        if backend == "native" and self.table.dtype in NATIVE_DTYPES:
+            from ..native import hashgrid
+
+            return hashgrid(x.to(self.table.dtype), self.table, *self._layout, self.n_features)
         index, weight = self.indices_and_weights(x)
         feats = nn.functional.embedding(index, self.table.view(-1, self.n_features))  # (N, L, C, F)
         out = (feats * weight[..., None].to(feats.dtype)).sum(2)

@@ -1,0 +1,108 @@
+"""Native CPU kernels (C++ with OpenMP through torch's extension API), built on first use.
+
+The sources ship with the package and compile once per machine, torch version and source
+(a few tens of seconds, with the C++ compiler that torch.compile on CPU needs anyway) into
+$INR_CACHE or ~/.cache/inr/native/<key>; later processes load the cached library in
+milliseconds. Where no compiler or OpenMP is found, `_external.native_cpu` reports why and the
+callers fall back to their pure-torch twins with one warning.
+
+The C++ side registers plain operators (`torch.ops.inr_native.*`); this module adds their
+autograd formulas and their shapes for torch.compile (`register_fake`), so the compiled NeRF and
+signal fields trace through them like any torch op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from pathlib import Path
+from typing import List, Sequence
+
+import torch
+
+SOURCES = ("hashgrid.cpp",)
+_HERE = Path(__file__).resolve().parent
+
+
+def _cpu_signature() -> str:
+    """The CPU's instruction-set flags: the library is built with -march=native for this CPU."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def build_directory() -> Path:
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        digest.update((_HERE / name).read_bytes())
+    digest.update(f"{torch.__version__}|{platform.machine()}|{_cpu_signature()}".encode())
+    root = Path(os.environ.get("INR_CACHE", Path.home() / ".cache" / "inr")) / "native"
+    return root / digest.hexdigest()[:16]
+
+
+def build():
+    """Compile (or load the cached build of) the kernels and register their operators."""
+    from torch.utils import cpp_extension
+
+    folder = build_directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    flags = ["-O3", "-fopenmp", "-march=native", "-fno-math-errno", "-ffp-contract=off"]  # no FMA: the twin's rounding
+    cpp_extension.load(
+        name="inr_native",
+        sources=[str(_HERE / name) for name in SOURCES],
+        extra_cflags=flags,
+        extra_ldflags=["-fopenmp"],
+        build_directory=str(folder),
+        is_python_module=False,
+        verbose=os.environ.get("INR_NATIVE_VERBOSE") == "1",
+    )
+    _register_python_side()
+    return torch.ops.inr_native
+
+
+_REGISTERED = False
+
+
+def _register_python_side() -> None:
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    _REGISTERED = True
+
+    @torch.library.register_fake("inr_native::hashgrid_forward")
+    def _(x, table, scales, resolutions, rows, offsets, features):
+        return x.new_empty(x.shape[0], len(scales) * features)
+
+    @torch.library.register_fake("inr_native::hashgrid_backward")
+    def _(grad_out, x, table, scales, resolutions, rows, offsets, features, table_grad, input_grad):
+        return (table.new_empty(table.shape if table_grad else (0,)), x.new_empty(x.shape if input_grad else (0,)))
+
+    def setup_context(ctx, inputs, output):
+        x, table, *layout = inputs
+        ctx.save_for_backward(x, table)
+        ctx.layout = layout
+
+    def backward(ctx, grad_out):
+        x, table = ctx.saved_tensors
+        need_x, need_table = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_table, grad_x = torch.ops.inr_native.hashgrid_backward(
+            grad_out, x, table, *ctx.layout, need_table, need_x
+        )
+        return (grad_x if need_x else None, grad_table if need_table else None, None, None, None, None, None)
+
+    torch.library.register_autograd("inr_native::hashgrid_forward", backward, setup_context=setup_context)
+
+
+def hashgrid(x: torch.Tensor, table: torch.Tensor, scales: Sequence[float], resolutions: List[int], rows: List[int],
+             offsets: List[int], features: int) -> torch.Tensor:
+    """The hash encoding of x (N, d) in [-1, 1] with the flat table: (N, levels * features).
+    Differentiable once, to x and to the table (no double backward: eikonal terms on a native
+    grid use numerical gradients)."""
+    from .. import _external
+
+    return _external.native_cpu().hashgrid_forward(x, table, list(scales), resolutions, rows, offsets, features)
