@@ -6,6 +6,7 @@
 Sections (each run is `inr nerf train` in a subprocess, as a user runs it; seconds are training
 seconds, compile included, evaluation excluded; PSNR/SSIM are the mean over all 10 test views):
 - ngp3 / ngp10: the ngp preset with a 3- and a 10-minute budget.
+- native: ngp 3 minutes with the hash grid's torch twin, then with the native CPU kernels.
 - cqnir: ngp against ngp_quantized (CQ-NIR coordinates), 3 minutes each.
 - plain: the issue's calibration, a plain PyTorch NeRF loop with no occupancy grid (the same hash
   grid and MLPs, 96 uniform samples per ray inside the box, 1024 rays per step, Adam 1e-2,
@@ -30,10 +31,10 @@ from benchlib import RESULTS, save, table  # noqa: E402
 OUT = RESULTS / "nerf"
 
 
-def train(preset: str, budget: float, name: str) -> dict:
+def train(preset: str, budget: float, name: str, sets=()) -> dict:
     out = OUT / name
     cmd = [sys.executable, "-m", "inr", "nerf", "train", "--preset", preset, "--time-budget", str(budget),
-           "--out", str(out), "--overwrite", "--no-progress"]
+           "--out", str(out), "--overwrite", "--no-progress"] + [a for kv in sets for a in ("--set", kv)]
     print("$", " ".join(cmd[2:]), flush=True)
     t = time.perf_counter()
     subprocess.run(cmd, check=True)
@@ -62,6 +63,15 @@ def section_ngp10():
     rows = [train("ngp", 600, "ngp-600s")]
     print(table(rows, list(rows[0])), flush=True)
     save("nerf_ngp10", rows)
+
+
+def section_native():
+    """The hash grid's native CPU kernels against the pure-torch twin, 3 minutes each."""
+    rows = [train("ngp", 180, "ngp-180s-twin", ["field.encoding_options.backend=torch"]), train("ngp", 180, "ngp-180s-native")]
+    rows[0]["run"] += " (torch twin)"
+    rows[1]["run"] += " (native kernels)"
+    print(table(rows, list(rows[0])), flush=True)
+    save("nerf_native", rows)
 
 
 def section_cqnir():
@@ -137,7 +147,7 @@ def section_plain():
     save("nerf_plain", rows)
 
 
-SECTIONS = {"ngp3": section_ngp3, "ngp10": section_ngp10, "cqnir": section_cqnir, "plain": section_plain}
+SECTIONS = {"ngp3": section_ngp3, "ngp10": section_ngp10, "native": section_native, "cqnir": section_cqnir, "plain": section_plain}
 
 
 def main() -> None:

@@ -207,6 +207,19 @@ def section_cpu_kernels(rows):
                      "native": f"{b / 1e3:,.0f}k pts/s", "speed-up": f"{b / a:.1f}x",
                      "bytes": f"{b * useful_bytes(fast, n) / 1e9:.1f} GB/s = {b * useful_bytes(fast, n) / bw:.0%} of copy"})
         print(table(rows[-1:], KERNEL_COLS).splitlines()[-1], flush=True)
+    # the deterministic level split against atomic adds, table gradient alone
+    fast = grid(3, 19, "native")
+    for n in (1 << 16, 1 << 18):
+        x, go = torch.rand(n, 3) * 2 - 1, torch.randn(n, fast.out_dim)
+        tbl, layout = fast.table.detach(), (*fast._layout, fast.n_features)
+        det = n / median_seconds(lambda: torch.ops.inr_native.hashgrid_backward(go, x, tbl, *layout, True, False))
+        atomic = n / median_seconds(lambda: torch.ops.inr_native.hashgrid_table_grad_atomic(go, x, tbl, *layout))
+        same = torch.allclose(torch.ops.inr_native.hashgrid_backward(go, x, tbl, *layout, True, False)[0],
+                              torch.ops.inr_native.hashgrid_table_grad_atomic(go, x, tbl, *layout), atol=1e-5)
+        rows.append({"what": f"table gradient alone 3D: deterministic level split (native) vs atomic adds (twin column){'' if same else ' MISMATCH'}",
+                     "n": f"2^{n.bit_length() - 1}", "twin": f"{atomic / 1e3:,.0f}k pts/s", "native": f"{det / 1e3:,.0f}k pts/s",
+                     "speed-up": f"{det / atomic:.2f}x", "bytes": ""})
+        print(table(rows[-1:], KERNEL_COLS).splitlines()[-1], flush=True)
     twin, fast = grid(3, 19, "torch"), grid(3, 19, "native")
     x = torch.rand(1 << 16, 3) * 2 - 1
     a, b = rate(twin, x, 1 << 16, input_grad=True, compiled=True), rate(fast, x, 1 << 16, input_grad=True)

