@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shutil
 import sys
 from pathlib import Path
 from typing import List, Sequence
@@ -50,6 +51,13 @@ def build():
     """Compile (or load the cached build of) the kernels and register their operators."""
     from torch.utils import cpp_extension
 
+    if shutil.which("ninja") is None:  # the pip package's binary, when its venv is not activated
+        try:
+            import ninja
+
+            os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+        except ImportError:
+            pass
     folder = build_directory()
     folder.mkdir(parents=True, exist_ok=True)
     if not list(folder.glob("inr_native*.so")):
