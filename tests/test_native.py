@@ -141,3 +141,31 @@ def test_native_capability_checks():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a 5-D grid on 'auto' runs the twin without complaint at build
         HashGrid(5, n_levels=2, log2_table=6)
+
+
+def test_native_march_gives_the_twins_samples_bit_for_bit():
+    from inr.render.occupancy import OccupancyGrid, march
+    from inr.render.rays import Rays
+
+    grid = OccupancyGrid([-1.5, -1.2, -1.0, 1.5, 1.3, 1.1], resolution=32)
+    grid.binaries.copy_(torch.rand(32**3) < 0.2)
+    o = torch.randn(3000, 3) * 2.5
+    d = torch.nn.functional.normalize(torch.randn(3000, 3) - 0.3 * o, dim=-1)
+    d[:10, 1:] = 0  # axis-aligned rays (the slab test's 1e-12 guard)
+    d[:10, 0] = 1
+    o[10:20] = torch.tensor([5.0, 5.0, 5.0])  # rays that miss the box
+    d[10:20] = torch.tensor([1.0, 0.0, 0.0])
+    rays = Rays(o, d)
+    for stratified in (False, True):
+        twin = march(rays, grid, 0.013, near=0.05, stratified=stratified, backend="torch",
+                     generator=torch.Generator().manual_seed(3))
+        fast = march(rays, grid, 0.013, near=0.05, stratified=stratified, backend="native",
+                     generator=torch.Generator().manual_seed(3))
+        assert len(twin[0]) > 1000 and all(torch.equal(a, b) for a, b in zip(twin, fast))
+    # with the early-stop rules of a density function, and 'auto' taking the native walk here
+    sigma = lambda s, e, r: torch.full_like(s, 30.0)  # noqa: E731
+    twin = march(rays, grid, 0.013, sigma_fn=sigma, backend="torch")
+    auto = march(rays, grid, 0.013, sigma_fn=sigma)
+    assert all(torch.equal(a, b) for a, b in zip(twin, auto))
+    grid.binaries.zero_()
+    assert march(rays, grid, 0.013, backend="native")[0].numel() == 0

@@ -23,7 +23,7 @@ from typing import List, Sequence
 
 import torch
 
-SOURCES = ("hashgrid.cpp",)
+SOURCES = ("hashgrid.cpp", "march.cpp")
 _HERE = Path(__file__).resolve().parent
 
 

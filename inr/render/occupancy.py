@@ -116,13 +116,19 @@ def march(
       So the costly colour evaluation only sees samples that matter.
 
     backend: 'torch' (this function's own code, any device), 'nerfacc' (nerfacc's CUDA
-    `OccGridEstimator.sampling` on this grid's cells; CUDA rays only) or 'auto' (nerfacc for
-    CUDA rays when it is usable, else torch, with one warning on CUDA).
+    `OccGridEstimator.sampling` on this grid's cells; CUDA rays only), 'native' (the toolkit's
+    C++ candidate walk, inr/native/march.cpp: the same samples, bit for bit; CPU float32 rays)
+    or 'auto' (nerfacc for CUDA rays, native for CPU rays, each where usable, else torch with
+    one warning).
     """
-    if backend not in ("auto", "torch", "nerfacc"):
-        raise ValueError(f"backend must be auto, torch or nerfacc, got {backend!r}")
+    if backend not in ("auto", "torch", "nerfacc", "native"):
+        raise ValueError(f"backend must be auto, torch, nerfacc or native, got {backend!r}")
     if backend == "auto" and rays.origins.is_cuda:
         backend = _external.resolve_backend("auto", "nerfacc", "occupancy-grid marcher", _external.why_not(_external.nerfacc))
+    elif backend == "auto" and rays.origins.device.type == "cpu":
+        backend = _external.resolve_backend("auto", "native", "occupancy-grid marcher", _external.why_not(_external.native_cpu))
+    if backend == "native" and not (rays.origins.device.type == "cpu" and rays.origins.dtype == torch.float32):
+        backend = "torch"  # float64 or non-CPU rays: the twin computes the same samples
     if backend == "nerfacc":
         return _march_nerfacc(rays, grid, step_size, near, sigma_fn, early_stop_eps, alpha_thre, stratified)
     dev = rays.origins.device
@@ -139,6 +145,11 @@ def march(
     if n_steps == 0:
         empty = torch.zeros(0, device=dev)
         return empty.long(), empty, empty
+    if backend == "native":
+        ray_idx, starts = _external.native_cpu().march_candidates(
+            rays.origins, rays.directions, t_first, t_far, hit, float(step_size), n_steps, grid.aabb, grid.binaries,
+            grid.resolution)
+        return _early_stop(ray_idx, starts, starts + step_size, grid, sigma_fn, early_stop_eps, alpha_thre)
     t_starts = t_first[:, None] + step_size * torch.arange(n_steps, device=dev)[None, :]
     t_mids = t_starts + 0.5 * step_size
     valid = hit[:, None] & (t_mids < t_far[:, None])
@@ -147,7 +158,11 @@ def march(
     points = rays.origins[ray_idx] + rays.directions[ray_idx] * mids[:, None]
     keep = grid.occupied(points)
     ray_idx, starts = ray_idx[keep], t_starts[ray_idx[keep], step_idx[keep]]
-    ends = starts + step_size
+    return _early_stop(ray_idx, starts, starts + step_size, grid, sigma_fn, early_stop_eps, alpha_thre)
+
+
+def _early_stop(ray_idx, starts, ends, grid, sigma_fn, early_stop_eps, alpha_thre):
+    """The candidates that matter: transmittance and alpha rules of `march` (when sigma_fn is given)."""
     if sigma_fn is not None and ray_idx.numel() and (early_stop_eps > 0 or alpha_thre > 0):
         sigmas = sigma_fn(starts, ends, ray_idx)
         _, trans, alphas = render_weights(starts, ends, sigmas, ray_idx)

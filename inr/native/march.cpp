@@ -1,0 +1,114 @@
+// The occupancy-grid marcher's candidate samples on the CPU: the lattice samples of every ray
+// whose midpoint lies before the ray's exit and in an occupied cell, packed ray by ray.
+//
+// The same float32 operations, in the same order, as the torch path of inr/render/occupancy.py
+// `march` (t = t_first + step * k, mid = t + step / 2, point = o + d * mid, the grid's
+// cell_index), so both give identical samples. Two passes over the rays (count, then fill at the
+// prefix-summed offsets), each split among threads; no (rays x steps) intermediate is built.
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+struct Grid {
+  float lo[3], extent[3];
+  int64_t resolution;
+  const bool* binaries;
+  float upper;  // 1 - 1e-6 in float32, the clamp of cell_index
+
+  inline bool occupied(const float* p) const {
+    int64_t ijk[3];
+    bool inside = true;
+    for (int i = 0; i < 3; ++i) {
+      const float u = (p[i] - lo[i]) / extent[i];
+      inside = inside && u >= 0.0f && u < 1.0f;
+      const float c = std::min(std::max(u, 0.0f), upper);
+      ijk[i] = static_cast<int64_t>(c * static_cast<float>(resolution));
+    }
+    return inside && binaries[(ijk[0] * resolution + ijk[1]) * resolution + ijk[2]];
+  }
+};
+
+// Calls emit(k, t_start) for every kept sample of ray r, in step order.
+template <typename Emit>
+inline void walk(int64_t r, const float* o, const float* d, const float* t_first, const float* t_far, const bool* hit,
+                 float step, float half, int64_t n_steps, const Grid& grid, Emit&& emit) {
+  if (!hit[r]) return;
+  for (int64_t k = 0; k < n_steps; ++k) {
+    const float t = t_first[r] + step * static_cast<float>(k);
+    const float mid = t + half;
+    if (!(mid < t_far[r])) return;  // mids grow with k: none after this one is before the exit
+    float p[3];
+    for (int i = 0; i < 3; ++i) p[i] = d[r * 3 + i] * mid + o[r * 3 + i];
+    if (grid.occupied(p)) emit(t);
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> march_candidates(const at::Tensor& origins_in, const at::Tensor& directions_in,
+                                                    const at::Tensor& t_first_in, const at::Tensor& t_far_in,
+                                                    const at::Tensor& hit_in, double step_size, int64_t n_steps,
+                                                    const at::Tensor& aabb_in, const at::Tensor& binaries_in,
+                                                    int64_t resolution) {
+  TORCH_CHECK(origins_in.device().is_cpu(), "march native: CPU tensors only");
+  TORCH_CHECK(origins_in.scalar_type() == at::kFloat && directions_in.scalar_type() == at::kFloat,
+              "march native: float32 rays only");
+  const auto origins = origins_in.contiguous(), directions = directions_in.contiguous();
+  const auto t_first = t_first_in.to(at::kFloat).contiguous(), t_far = t_far_in.to(at::kFloat).contiguous();
+  const auto hit = hit_in.to(at::kBool).contiguous();
+  const auto aabb = aabb_in.to(at::kFloat).contiguous();
+  const auto binaries = binaries_in.to(at::kBool).contiguous();
+  TORCH_CHECK(binaries.numel() == resolution * resolution * resolution, "march native: grid size mismatch");
+  const int64_t n = origins.size(0);
+  const float* box = aabb.data_ptr<float>();
+  Grid grid;
+  for (int i = 0; i < 3; ++i) {
+    grid.lo[i] = box[i];
+    grid.extent[i] = box[i + 3] - box[i];
+  }
+  grid.resolution = resolution;
+  grid.binaries = binaries.data_ptr<bool>();
+  grid.upper = static_cast<float>(1.0 - 1e-6);
+  const float step = static_cast<float>(step_size), half = static_cast<float>(0.5 * step_size);
+  const float *o = origins.data_ptr<float>(), *d = directions.data_ptr<float>();
+  const float *tf = t_first.data_ptr<float>(), *tx = t_far.data_ptr<float>();
+  const bool* h = hit.data_ptr<bool>();
+
+  std::vector<int64_t> offsets(n + 1, 0);
+  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t count = 0;
+      walk(r, o, d, tf, tx, h, step, half, n_steps, grid, [&](float) { ++count; });
+      offsets[r + 1] = count;
+    }
+  });
+  for (int64_t r = 0; r < n; ++r) offsets[r + 1] += offsets[r];
+  auto ray_idx = at::empty({offsets[n]}, origins.options().dtype(at::kLong));
+  auto t_starts = at::empty({offsets[n]}, origins.options());
+  int64_t* ri = ray_idx.data_ptr<int64_t>();
+  float* ts = t_starts.data_ptr<float>();
+  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t at = offsets[r];
+      walk(r, o, d, tf, tx, h, step, half, n_steps, grid, [&](float t) {
+        ri[at] = r;
+        ts[at] = t;
+        ++at;
+      });
+    }
+  });
+  return {ray_idx, t_starts};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(inr_native, m) {
+  m.def("march_candidates(Tensor origins, Tensor directions, Tensor t_first, Tensor t_far, Tensor hit, "
+        "float step_size, int n_steps, Tensor aabb, Tensor binaries, int resolution) -> (Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(inr_native, CPU, m) { m.impl("march_candidates", &march_candidates); }
