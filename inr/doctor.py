@@ -54,7 +54,8 @@ def report() -> List[str]:
         march = ("nerfacc" if nerfacc == "usable" else "torch twin") + f" (nerfacc: {nerfacc})"
     else:
         grid = "tiny-cuda-nn needs CUDA: CPU runs use the CPU hash grid below"
-        march = "torch twin (the CPU path; nerfacc's kernels need CUDA)"
+        march = ("native C++ walk" if _reason(_external.native_cpu) == "usable" else "torch twin") + \
+            " (the CPU path; nerfacc's kernels need CUDA)"
     lines.append(f"  CUDA hash grid:      {grid}")
     native = _reason(_external.native_cpu)
     lines.append("  CPU hash grid:       " + ("native C++/OpenMP kernels (inr/native; built once, cached in "
