@@ -18,7 +18,9 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 namespace {
@@ -139,28 +141,33 @@ void forward_kernel(const T* x, const T* table, T* out, int64_t n, const std::ve
 }
 
 // Table gradients, level by level: each level's rows are written by one thread only, which
-// also zeroes them first (while they are about to be in its cache anyway).
+// also zeroes them first (while they are about to be in its cache anyway). Levels go to threads
+// dynamically, the largest first: the coarse levels are small and cache-resident, the hashed
+// ones cost several times more, and a static split would hand one thread all the fine ones.
 template <typename T, int D, int F>
 void table_grad_kernel(const T* x, const T* grad_out, T* grad_table, int64_t n, const std::vector<Level>& levels) {
   const int64_t n_levels = static_cast<int64_t>(levels.size()), width = n_levels * F;
-  at::parallel_for(0, n_levels, 1, [&](int64_t l0, int64_t l1) {
+  std::vector<int64_t> order(n_levels);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return levels[a].rows > levels[b].rows; });
+#pragma omp parallel for schedule(dynamic, 1) num_threads(at::get_num_threads())
+  for (int64_t i = 0; i < n_levels; ++i) {
+    const int64_t l = order[i];
     Cell<T, D, false> cells[kBlock];
-    for (int64_t l = l0; l < l1; ++l) {
-      std::fill(grad_table + levels[l].offset * F, grad_table + (levels[l].offset + levels[l].rows) * F, T(0));
-      for (int64_t p0 = 0; p0 < n; p0 += kBlock) {
-        const int64_t p1 = std::min(n, p0 + kBlock);
-        stage<T, D, true>(cells, x, p0, p1, levels[l], grad_table, F);
-        for (int64_t p = p0; p < p1; ++p) {
-          const Cell<T, D, false>& cell = cells[p - p0];
-          const T* g = grad_out + p * width + l * F;
-          for (int c = 0; c < (1 << D); ++c) {
-            T* row = grad_table + cell.index[c] * F;
-            for (int f = 0; f < F; ++f) row[f] += g[f] * cell.weight[c];
-          }
+    std::fill(grad_table + levels[l].offset * F, grad_table + (levels[l].offset + levels[l].rows) * F, T(0));
+    for (int64_t p0 = 0; p0 < n; p0 += kBlock) {
+      const int64_t p1 = std::min(n, p0 + kBlock);
+      stage<T, D, true>(cells, x, p0, p1, levels[l], grad_table, F);
+      for (int64_t p = p0; p < p1; ++p) {
+        const Cell<T, D, false>& cell = cells[p - p0];
+        const T* g = grad_out + p * width + l * F;
+        for (int c = 0; c < (1 << D); ++c) {
+          T* row = grad_table + cell.index[c] * F;
+          for (int f = 0; f < F; ++f) row[f] += g[f] * cell.weight[c];
         }
       }
     }
-  });
+  }
 }
 
 // The table gradient the common way, for the benchmark's comparison only: points split among
