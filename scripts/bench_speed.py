@@ -172,8 +172,10 @@ def section_cpu_kernels(rows):
     """The hash grid's native C++ kernels against the pure-torch twin (compiled, as the presets
     run it), fwd+bwd at 2^14..2^20 points, with bytes per second beside the measured copy bandwidth."""
     from inr import _external
+    from inr.devices import keep_freed_memory
 
     _external.native_cpu()  # build (or load) before timing
+    keep_freed_memory()  # as training runs do: large per-step buffers reuse their pages
     bw = copy_bandwidth()
     rows.append({"what": "memory copy (STREAM-like, 512 MiB)", "n": "", "twin": "", "native": f"{bw / 1e9:.1f} GB/s",
                  "speed-up": "", "bytes": ""})

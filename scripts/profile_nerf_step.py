@@ -35,6 +35,9 @@ def main() -> None:
     ap.add_argument("--run", help="a nerf train run folder (default: a fresh ngp field)")
     ap.add_argument("--rays", type=int, help="rays per step (default: the preset's target_samples / samples per ray)")
     args = ap.parse_args()
+    from inr.devices import keep_freed_memory
+
+    keep_freed_memory()  # as training runs do
     if args.run:
         m, scene, _ = load_nerf_run(Path(args.run))
     else:

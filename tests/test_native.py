@@ -169,3 +169,24 @@ def test_native_march_gives_the_twins_samples_bit_for_bit():
     assert all(torch.equal(a, b) for a, b in zip(twin, auto))
     grid.binaries.zero_()
     assert march(rays, grid, 0.013, backend="native")[0].numel() == 0
+
+
+def test_keep_freed_memory_stops_page_faults_on_reused_buffers():
+    # minor page faults of allocating and filling a 49 MB tensor the second time: with the tuning
+    # glibc hands back the freed heap block (no fresh pages), without it every 4 KB page faults
+    code = (
+        "import torch, resource\n"
+        "from inr.devices import keep_freed_memory\n"
+        "print(keep_freed_memory())\n"
+        "torch.zeros(12_196_240); n0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "torch.zeros(12_196_240); print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - n0)\n"
+    )
+    faults = {}
+    for setting in ("1", "0"):
+        env = {**os.environ, "INR_MALLOC_TUNING": setting}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+        faults[setting] = (out[0], int(out[1]))
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc only")
+    assert faults["0"][0] == "False" and faults["0"][1] > 10_000  # 49 MB / 4 KB = 11,900 pages
+    assert faults["1"][0] == "True" and faults["1"][1] < 1_000

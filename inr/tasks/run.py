@@ -172,6 +172,9 @@ def train(opts: RunOptions, resume: Optional[Path] = None, callbacks: Sequence[A
     from .callbacks import RunMonitor
 
     quiet_lightning()
+    from ..devices import keep_freed_memory
+
+    keep_freed_memory()  # large per-step buffers reuse their pages (see there)
     task, out, opts = prepare(opts, resume)
     if not is_ddp_child():
         _init_folder(out, opts, task.preset, resume is not None)
