@@ -188,8 +188,9 @@ def test_hashgrid_layout_follows_instant_ngp():
     assert -1e-4 <= g.table.min() and g.table.max() <= 1e-4
 
 
-def test_hashgrid_float64_gradcheck_inputs_and_table():
-    g = HashGrid(3, n_levels=3, n_features=2, log2_table=6, base_resolution=2, max_resolution=8, backend="torch").double()
+@pytest.mark.parametrize("backend", ["torch", "native"])  # the twin and the native CPU kernels
+def test_hashgrid_float64_gradcheck_inputs_and_table(backend):
+    g = HashGrid(3, n_levels=3, n_features=2, log2_table=6, base_resolution=2, max_resolution=8, backend=backend).double()
     with torch.no_grad():
         g.table.uniform_(-1, 1)
     x = (torch.rand(5, 3, dtype=torch.float64) * 1.6 - 0.8).requires_grad_()
@@ -198,6 +199,7 @@ def test_hashgrid_float64_gradcheck_inputs_and_table():
     def f(x, table):
         return torch.func.functional_call(g, {"table": table}, (x,))
 
+    assert g.backend_for(x.device) == backend
     assert torch.autograd.gradcheck(f, (x, table), eps=1e-6, atol=1e-5)
 
 

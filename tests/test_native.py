@@ -63,18 +63,7 @@ def test_native_known_value_of_one_corner():
     assert torch.equal(out, torch.tensor([[5.5, 11.0, 16.5, 22.0]]))
 
 
-def test_native_float64_gradcheck_inputs_and_table():
-    g = HashGrid(3, n_levels=3, n_features=2, log2_table=6, base_resolution=2, max_resolution=8, backend="native").double()
-    with torch.no_grad():
-        g.table.uniform_(-1, 1)
-    x = (torch.rand(6, 3, dtype=torch.float64) * 1.6 - 0.8).requires_grad_()
-    table = g.table.detach().clone().requires_grad_()
-
-    def f(x, table):
-        return torch.func.functional_call(g, {"table": table}, (x,))
-
-    assert g.backend_for(x.device) == "native"
-    assert torch.autograd.gradcheck(f, (x, table), eps=1e-6, atol=1e-5)
+# the float64 gradcheck of the native kernels: tests/test_encodings.py, beside the twin's
 
 
 def test_native_backward_is_deterministic_across_thread_counts():
@@ -171,22 +160,26 @@ def test_native_march_gives_the_twins_samples_bit_for_bit():
     assert march(rays, grid, 0.013, backend="native")[0].numel() == 0
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_keep_freed_memory_stops_page_faults_on_reused_buffers():
-    # minor page faults of allocating and filling a 49 MB tensor the second time: with the tuning
+    # minor page faults of allocating and filling a 49 MB tensor again (fewest of 4 tries): with the tuning
     # glibc hands back the freed heap block (no fresh pages), without it every 4 KB page faults
     code = (
         "import torch, resource\n"
         "from inr.devices import keep_freed_memory\n"
         "print(keep_freed_memory())\n"
-        "torch.zeros(12_196_240); n0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
-        "torch.zeros(12_196_240); print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - n0)\n"
+        "torch.zeros(12_196_240)\n"
+        "counts = []\n"
+        "for _ in range(4):\n"
+        "    n0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "    torch.zeros(12_196_240)\n"
+        "    counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - n0)\n"
+        "print(min(counts))\n"  # the fewest of 4: glibc now and then still hands out fresh pages
     )
     faults = {}
     for setting in ("1", "0"):
         env = {**os.environ, "INR_MALLOC_TUNING": setting}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
         faults[setting] = (out[0], int(out[1]))
-    if not sys.platform.startswith("linux"):
-        pytest.skip("glibc only")
     assert faults["0"][0] == "False" and faults["0"][1] > 10_000  # 49 MB / 4 KB = 11,900 pages
     assert faults["1"][0] == "True" and faults["1"][1] < 1_000

@@ -23,7 +23,7 @@ from typing import Literal, Optional
 import torch
 from torch import nn
 
-from .. import _external
+from .. import _external, native
 from .base import Encoding, register_encoding, to_unit
 
 TCNN_DIMS = (2, 3, 4)
@@ -52,6 +52,14 @@ def level_layout(in_dim: int, n_levels: int, log2_table: int, base_resolution: i
         offsets.append(offset)
         offset += n
     return scales, resolutions, rows, offsets
+
+
+def _size_problem(who: str, in_dim: int, n_features: int, dims, features) -> Optional[str]:
+    if in_dim not in dims:
+        return f"{who} encode{'s' if who == 'it' else ''} {'/'.join(map(str, dims))}-D inputs, not {in_dim}-D"
+    if n_features not in features:
+        return f"{who} take{'s' if who == 'it' else ''} {features} features per level, not {n_features}"
+    return None
 
 
 def _float32_scales(scales):
@@ -131,20 +139,12 @@ class HashGrid(Encoding):
     @staticmethod
     def tcnn_problem(in_dim: int, n_features: int) -> Optional[str]:
         """Why tiny-cuda-nn's HashGrid cannot encode this configuration (None: it can)."""
-        if in_dim not in TCNN_DIMS:
-            return f"it encodes {'/'.join(map(str, TCNN_DIMS))}-D inputs, not {in_dim}-D"
-        if n_features not in TCNN_FEATURES:
-            return f"it takes {TCNN_FEATURES} features per level, not {n_features}"
-        return None
+        return _size_problem("it", in_dim, n_features, TCNN_DIMS, TCNN_FEATURES)
 
     @staticmethod
     def native_problem(in_dim: int, n_features: int) -> Optional[str]:
         """Why the native CPU kernels cannot encode this configuration (None: they can)."""
-        if in_dim not in NATIVE_DIMS:
-            return f"they encode {'/'.join(map(str, NATIVE_DIMS))}-D inputs, not {in_dim}-D"
-        if n_features not in NATIVE_FEATURES:
-            return f"they take {NATIVE_FEATURES} features per level, not {n_features}"
-        return None
+        return _size_problem("they", in_dim, n_features, NATIVE_DIMS, NATIVE_FEATURES)
 
     def backend_for(self, device: torch.device) -> str:
         """'tcnn', 'native' or 'torch': what a forward pass on `device` runs."""
@@ -215,9 +215,7 @@ class HashGrid(Encoding):
         if backend == "tcnn":
             return self._tcnn(to_unit(x).clamp(0.0, 1.0)).to(x.dtype)
         if backend == "native" and self.table.dtype in NATIVE_DTYPES:
-            from ..native import hashgrid
-
-            return hashgrid(x.to(self.table.dtype), self.table, *self._layout, self.n_features)
+            return native.hashgrid(x.to(self.table.dtype), self.table, *self._layout, self.n_features)
         index, weight = self.indices_and_weights(x)
         feats = nn.functional.embedding(index, self.table.view(-1, self.n_features))  # (N, L, C, F)
         out = (feats * weight[..., None].to(feats.dtype)).sum(2)

@@ -14,6 +14,8 @@ signal fields trace through them like any torch op.
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.util
 import os
 import platform
 import shutil
@@ -29,13 +31,10 @@ _HERE = Path(__file__).resolve().parent
 
 def _cpu_signature() -> str:
     """The CPU's instruction-set flags: the library is built with -march=native for this CPU."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return platform.processor()
+    cpuinfo = Path("/proc/cpuinfo")
+    text = cpuinfo.read_text() if cpuinfo.is_file() else ""
+    flags = [line for line in text.splitlines() if line.startswith("flags")]
+    return flags[0] if flags else platform.processor()
 
 
 def build_directory() -> Path:
@@ -51,13 +50,9 @@ def build():
     """Compile (or load the cached build of) the kernels and register their operators."""
     from torch.utils import cpp_extension
 
-    if shutil.which("ninja") is None:  # the pip package's binary, when its venv is not activated
-        try:
-            import ninja
-
-            os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
-        except ImportError:
-            pass
+    if shutil.which("ninja") is None and importlib.util.find_spec("ninja") is not None:
+        # the pip package's binary, when its venv is not activated
+        os.environ["PATH"] = importlib.import_module("ninja").BIN_DIR + os.pathsep + os.environ.get("PATH", "")
     folder = build_directory()
     folder.mkdir(parents=True, exist_ok=True)
     if not list(folder.glob("inr_native*.so")):

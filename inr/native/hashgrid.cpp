@@ -117,24 +117,52 @@ inline void stage(Cell<T, D, false>* cells, const T* x, int64_t p0, int64_t p1, 
   }
 }
 
+// Runs body(p0, p1) on every block of at most kBlock points, blocks split among threads.
+template <typename Body>
+inline void for_point_blocks(int64_t n, Body&& body) {
+  at::parallel_for(0, (n + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) body(b * kBlock, std::min(n, (b + 1) * kBlock));
+  });
+}
+
+// Adds the staged cells' share of grad_out (level l, points [p0, p1)) into the table gradient;
+// Atomic: with atomic float adds, for threads that may share rows.
+template <typename T, int D, int F, bool Atomic>
+inline void scatter(const Cell<T, D, false>* cells, const T* grad_out, T* grad_table, int64_t p0, int64_t p1, int64_t l,
+                    int64_t width) {
+  for (int64_t p = p0; p < p1; ++p) {
+    const Cell<T, D, false>& cell = cells[p - p0];
+    const T* g = grad_out + p * width + l * F;
+    for (int c = 0; c < (1 << D); ++c) {
+      T* row = grad_table + cell.index[c] * F;
+      for (int f = 0; f < F; ++f) {
+        const T v = g[f] * cell.weight[c];
+        if constexpr (Atomic) {
+#pragma omp atomic update
+          row[f] += v;
+        } else {
+          row[f] += v;
+        }
+      }
+    }
+  }
+}
+
 template <typename T, int D, int F>
 void forward_kernel(const T* x, const T* table, T* out, int64_t n, const std::vector<Level>& levels) {
   const int64_t n_levels = static_cast<int64_t>(levels.size()), width = n_levels * F;
-  at::parallel_for(0, (n + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
+  for_point_blocks(n, [&](int64_t p0, int64_t p1) {
     Cell<T, D, false> cells[kBlock];
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t p0 = b * kBlock, p1 = std::min(n, p0 + kBlock);
-      for (int64_t l = 0; l < n_levels; ++l) {
-        stage<T, D, false>(cells, x, p0, p1, levels[l], table, F);
-        for (int64_t p = p0; p < p1; ++p) {
-          const Cell<T, D, false>& cell = cells[p - p0];
-          T acc[F] = {};
-          for (int c = 0; c < (1 << D); ++c) {
-            const T* row = table + cell.index[c] * F;
-            for (int f = 0; f < F; ++f) acc[f] += row[f] * cell.weight[c];
-          }
-          for (int f = 0; f < F; ++f) out[p * width + l * F + f] = acc[f];
+    for (int64_t l = 0; l < n_levels; ++l) {
+      stage<T, D, false>(cells, x, p0, p1, levels[l], table, F);
+      for (int64_t p = p0; p < p1; ++p) {
+        const Cell<T, D, false>& cell = cells[p - p0];
+        T acc[F] = {};
+        for (int c = 0; c < (1 << D); ++c) {
+          const T* row = table + cell.index[c] * F;
+          for (int f = 0; f < F; ++f) acc[f] += row[f] * cell.weight[c];
         }
+        for (int f = 0; f < F; ++f) out[p * width + l * F + f] = acc[f];
       }
     }
   });
@@ -158,14 +186,7 @@ void table_grad_kernel(const T* x, const T* grad_out, T* grad_table, int64_t n, 
     for (int64_t p0 = 0; p0 < n; p0 += kBlock) {
       const int64_t p1 = std::min(n, p0 + kBlock);
       stage<T, D, true>(cells, x, p0, p1, levels[l], grad_table, F);
-      for (int64_t p = p0; p < p1; ++p) {
-        const Cell<T, D, false>& cell = cells[p - p0];
-        const T* g = grad_out + p * width + l * F;
-        for (int c = 0; c < (1 << D); ++c) {
-          T* row = grad_table + cell.index[c] * F;
-          for (int f = 0; f < F; ++f) row[f] += g[f] * cell.weight[c];
-        }
-      }
+      scatter<T, D, F, false>(cells, grad_out, grad_table, p0, p1, l, width);
     }
   }
 }
@@ -177,25 +198,11 @@ template <typename T, int D, int F>
 void table_grad_atomic_kernel(const T* x, const T* grad_out, T* grad_table, int64_t n,
                               const std::vector<Level>& levels) {
   const int64_t n_levels = static_cast<int64_t>(levels.size()), width = n_levels * F;
-  at::parallel_for(0, (n + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
+  for_point_blocks(n, [&](int64_t p0, int64_t p1) {
     Cell<T, D, false> cells[kBlock];
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t p0 = b * kBlock, p1 = std::min(n, p0 + kBlock);
-      for (int64_t l = 0; l < n_levels; ++l) {
-        stage<T, D, true>(cells, x, p0, p1, levels[l], grad_table, F);
-        for (int64_t p = p0; p < p1; ++p) {
-          const Cell<T, D, false>& cell = cells[p - p0];
-          const T* g = grad_out + p * width + l * F;
-          for (int c = 0; c < (1 << D); ++c) {
-            T* row = grad_table + cell.index[c] * F;
-            for (int f = 0; f < F; ++f) {
-              const T v = g[f] * cell.weight[c];
-#pragma omp atomic update
-              row[f] += v;
-            }
-          }
-        }
-      }
+    for (int64_t l = 0; l < n_levels; ++l) {
+      stage<T, D, true>(cells, x, p0, p1, levels[l], grad_table, F);
+      scatter<T, D, F, true>(cells, grad_out, grad_table, p0, p1, l, width);
     }
   });
 }
@@ -204,27 +211,24 @@ template <typename T, int D, int F>
 void input_grad_kernel(const T* x, const T* table, const T* grad_out, T* grad_x, int64_t n,
                        const std::vector<Level>& levels) {
   const int64_t n_levels = static_cast<int64_t>(levels.size()), width = n_levels * F;
-  at::parallel_for(0, (n + kBlock - 1) / kBlock, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t p0 = b * kBlock, p1 = std::min(n, p0 + kBlock);
-      for (int64_t p = p0; p < p1; ++p)
-        for (int i = 0; i < D; ++i) grad_x[p * D + i] = T(0);
-      for (int64_t l = 0; l < n_levels; ++l) {
-        const float scale = static_cast<float>(levels[l].scale);
-        for (int64_t p = p0; p < p1; ++p) {
-          Cell<T, D, true> cell;
-          cell.compute(x + p * D, levels[l], scale);
-          const T* g = grad_out + p * width + l * F;
-          T du[D] = {};
-          for (int c = 0; c < (1 << D); ++c) {
-            const T* row = table + cell.index[c] * F;
-            T dot = T(0);
-            for (int f = 0; f < F; ++f) dot += row[f] * g[f];
-            for (int i = 0; i < D; ++i) du[i] += dot * cell.dweight[c][i];
-          }
-          for (int i = 0; i < D; ++i)
-            if (cell.inside[i]) grad_x[p * D + i] += du[i] * T(0.5);  // du/dx = 1/2
+  for_point_blocks(n, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      for (int i = 0; i < D; ++i) grad_x[p * D + i] = T(0);
+    for (int64_t l = 0; l < n_levels; ++l) {
+      const float scale = static_cast<float>(levels[l].scale);
+      for (int64_t p = p0; p < p1; ++p) {
+        Cell<T, D, true> cell;
+        cell.compute(x + p * D, levels[l], scale);
+        const T* g = grad_out + p * width + l * F;
+        T du[D] = {};
+        for (int c = 0; c < (1 << D); ++c) {
+          const T* row = table + cell.index[c] * F;
+          T dot = T(0);
+          for (int f = 0; f < F; ++f) dot += row[f] * g[f];
+          for (int i = 0; i < D; ++i) du[i] += dot * cell.dweight[c][i];
         }
+        for (int i = 0; i < D; ++i)
+          if (cell.inside[i]) grad_x[p * D + i] += du[i] * T(0.5);  // du/dx = 1/2
       }
     }
   });
