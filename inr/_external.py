@@ -135,3 +135,12 @@ def resolve_backend(requested: str, name: str, what: str, problem: Optional[str]
         raise MissingBackend(f"{what}: backend {name!r} cannot be used: {problem}")
     warn_once(f"{what}: {name} is not used ({problem}); running the pure-torch twin instead")
     return "torch"
+
+
+def prepare_backends(module: torch.nn.Module, device: torch.device) -> None:
+    """Resolve (and build, where that takes time) the backend of every submodule that has a
+    fast path (a `prepare_backend(device)` method: hash grids, MLPs) for `device` now, so that a
+    first-use build is not charged to a run's training seconds."""
+    for m in module.modules():
+        if hasattr(m, "prepare_backend") and device.type not in getattr(m, "_backends", {}):
+            m.prepare_backend(torch.device(device))

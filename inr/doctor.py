@@ -60,6 +60,8 @@ def report() -> List[str]:
     native = _reason(_external.native_cpu)
     lines.append("  CPU hash grid:       " + ("native C++/OpenMP kernels (inr/native; built once, cached in "
                                                f"{_native_folder()})" if native == "usable" else f"torch twin ({native})"))
+    lines.append("  CPU ReLU MLPs:       " + ("native fused C++ MLP (inr/native/mlp.cpp)" if native == "usable"
+                                               else f"torch ({native})") + "; CUDA MLPs run in torch")
     lines.append(f"  occupancy marcher:   {march}")
     o3d = _reason(_external.open3d)
     lines.append("  point clouds:        " + ("open3d (k-NN, PLY/PCD/XYZ, outlier baseline)" if o3d == "usable"

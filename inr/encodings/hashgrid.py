@@ -158,7 +158,7 @@ class HashGrid(Encoding):
         return _external.resolve_backend(requested, fast, "hashgrid", problem)
 
     @torch.compiler.disable  # probing may build a backend: never inside a traced graph
-    def _resolve(self, device: torch.device) -> str:
+    def prepare_backend(self, device: torch.device) -> str:
         backend = self._backends[device.type] = self.backend_for(device)
         if backend == "tcnn":
             self.__dict__["_tcnn"] = self._make_tcnn()
@@ -211,7 +211,7 @@ class HashGrid(Encoding):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         backend = self._backends.get(x.device.type)
         if backend is None:
-            backend = self._resolve(x.device)
+            backend = self.prepare_backend(x.device)
         if backend == "tcnn":
             return self._tcnn(to_unit(x).clamp(0.0, 1.0)).to(x.dtype)
         if backend == "native" and self.table.dtype in NATIVE_DTYPES:
@@ -220,11 +220,3 @@ class HashGrid(Encoding):
         feats = nn.functional.embedding(index, self.table.view(-1, self.n_features))  # (N, L, C, F)
         out = (feats * weight[..., None].to(feats.dtype)).sum(2)
         return out.reshape(x.shape[0], self.out_dim)
-
-
-def prepare_backends(module: nn.Module, device: torch.device) -> None:
-    """Resolve (and build, where that takes time) the backend of every hash grid in `module` for
-    `device` now, so that a first-use build is not charged to a run's training seconds."""
-    for m in module.modules():
-        if isinstance(m, HashGrid) and device.type not in m._backends:
-            m._resolve(torch.device(device))

@@ -25,7 +25,7 @@ from typing import List, Sequence
 
 import torch
 
-SOURCES = ("hashgrid.cpp", "march.cpp")
+SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp")
 _HERE = Path(__file__).resolve().parent
 
 
@@ -103,6 +103,32 @@ def _register_python_side() -> None:
 
     torch.library.register_autograd("inr_native::hashgrid_forward", backward, setup_context=setup_context)
 
+    @torch.library.register_fake("inr_native::mlp_forward")
+    def _(x, weights, biases):
+        return x.new_empty(x.shape[0], weights[-1].shape[0])
+
+    @torch.library.register_fake("inr_native::mlp_backward")
+    def _(grad_out, x, weights, biases, input_grad):
+        return (x.new_empty(x.shape if input_grad else (0,)), [w.new_empty(w.shape) for w in weights],
+                [w.new_empty(w.shape[0]) for w in weights])
+
+    def mlp_setup_context(ctx, inputs, output):
+        x, weights, biases = inputs
+        ctx.save_for_backward(x, *weights, *biases)
+        ctx.layers, ctx.has_bias = len(weights), bool(biases)
+
+    def mlp_backward(ctx, grad_out):
+        if torch.is_grad_enabled():
+            raise RuntimeError("the native MLP has no double backward (create_graph=True): set the network's "
+                               "backend to 'torch'")
+        x, *params = ctx.saved_tensors
+        weights, biases = params[:ctx.layers], params[ctx.layers:]
+        grad_x, grad_w, grad_b = torch.ops.inr_native.mlp_backward(grad_out.float(), x, weights, biases,
+                                                                   ctx.needs_input_grad[0])
+        return (grad_x if ctx.needs_input_grad[0] else None, grad_w, grad_b if ctx.has_bias else [])
+
+    torch.library.register_autograd("inr_native::mlp_forward", mlp_backward, setup_context=mlp_setup_context)
+
 
 def hashgrid(x: torch.Tensor, table: torch.Tensor, scales: Sequence[float], resolutions: List[int], rows: List[int],
              offsets: List[int], features: int) -> torch.Tensor:
@@ -112,3 +138,12 @@ def hashgrid(x: torch.Tensor, table: torch.Tensor, scales: Sequence[float], reso
     from .. import _external
 
     return _external.native_cpu().hashgrid_forward(x, table, list(scales), resolutions, rows, offsets, features)
+
+
+def mlp(x: torch.Tensor, weights: Sequence[torch.Tensor], biases: Sequence[torch.Tensor]) -> torch.Tensor:
+    """A ReLU MLP in one fused pass: Linear layers with `weights` (out, in) and `biases` (out,) (or
+    none), ReLU after every layer but the last. x (N, in) float32 -> (N, out). Differentiable once,
+    to x and to every weight and bias."""
+    from .. import _external
+
+    return _external.native_cpu().mlp_forward(x, list(weights), list(biases))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .. import _external, native
 from .base import Network, register_network
 from .base import output_activation as make_output_activation
 
@@ -19,9 +20,15 @@ class MLP(Network):
         hidden: width.
         layers: number of hidden layers (0 = a single linear map).
         output_activation: 'none' or 'sigmoid'.
+        backend: 'auto' (the native fused C++ MLP on the CPU, inr/native/mlp.cpp, falling back to
+            torch with one warning where it cannot build; torch elsewhere), 'torch', or 'native'
+            (required on the CPU: an error where it cannot run). The native MLP computes in
+            float32 and is differentiable once: a loss on input gradients with create_graph
+            (an eikonal term through autograd) needs backend 'torch'.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, hidden: int = 256, layers: int = 3, output_activation: str = "none") -> None:
+    def __init__(self, in_dim: int, out_dim: int, hidden: int = 256, layers: int = 3, output_activation: str = "none",
+                 backend: str = "auto") -> None:
         super().__init__(in_dim, out_dim)
         dims = [in_dim] + [hidden] * layers
         body = []
@@ -30,7 +37,26 @@ class MLP(Network):
         self.body = nn.Sequential(*body)
         self.head = nn.Linear(dims[-1], out_dim)
         self.out_act = make_output_activation(output_activation)
+        if backend not in ("auto", "torch", "native"):
+            raise ValueError(f"backend must be 'auto', 'torch' or 'native', got {backend!r}")
+        self.backend = backend
+        self.__dict__["_backends"] = {}  # device type -> backend, resolved on the first call there
+
+    def backend_for(self, device: torch.device) -> str:
+        """'native' or 'torch': what a forward pass on `device` runs."""
+        if device.type != "cpu" or self.backend == "torch":
+            return "torch"
+        return _external.resolve_backend(self.backend, "native", "mlp", _external.why_not(_external.native_cpu))
+
+    @torch.compiler.disable  # probing may build the kernels: never inside a traced graph
+    def prepare_backend(self, device: torch.device) -> str:
+        backend = self._backends[device.type] = self.backend_for(device)
+        return backend
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        backend = self._backends.get(x.device.type) or self.prepare_backend(x.device)
+        if backend == "native" and x.dtype != torch.float64 and self.head.weight.dtype == torch.float32:
+            linears = [m for m in self.body if isinstance(m, nn.Linear)] + [self.head]
+            y = native.mlp(x.float(), [m.weight for m in linears], [m.bias for m in linears])
+            return self.out_act(y)
         return self.out_act(self.head(self.body(x)))
-

@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import yaml
 
+from .. import _external
 from ..errors import InputError
 from ..presets import Preset, load_preset, preset_from_saved, set_option
 from .base import Task, get_task
@@ -187,9 +188,7 @@ def train(opts: RunOptions, resume: Optional[Path] = None, callbacks: Sequence[A
     trainer = make_trainer(out, max_steps, cfg.precision, task.log_every, cfg.checkpoint_every, opts.progress,
                            [monitor, *callbacks], devices=opts.devices, device=opts.device, num_nodes=opts.num_nodes)
     ckpt = out / "checkpoints" / "last.ckpt"
-    from ..encodings.hashgrid import prepare_backends
-
-    prepare_backends(module, trainer.strategy.root_device)  # a first-use kernel build is not training time
+    _external.prepare_backends(module, trainer.strategy.root_device)  # a first-use kernel build is not training time
     try:
         fit_or_stop(trainer, module, data, ckpt, out, resume is not None)
     except TrainingDiverged as exc:
