@@ -3,10 +3,9 @@
     .venv/bin/python scripts/bench_quality.py                 # every section, ~35 minutes on 2 cores
     .venv/bin/python scripts/bench_quality.py --only image60  # one section
 
-Sections: image60 (hashgrid, 512^2 photo, 60 s), image40 (the same with the hash grid's torch twin
-and with the native CPU kernels: seconds to 40 dB), cameraman (default preset vs SIREN's 33.6 dB,
-30 s), audio (5 s speech, 120 s: hashgrid with the twin and
-the native kernels, SIREN), ffn (Tancik et al.'s even-odd table at 256^2 against plain
+Sections: image60 (hashgrid, 512^2 photo, 60 s), image40 (the same with torch only, with the
+native hash grid and torch's MLP, and with both native: seconds to 40 dB), cameraman (default
+preset vs SIREN's 33.6 dB, 30 s), audio (5 s speech, 120 s: hashgrid in the same three ways, SIREN), ffn (Tancik et al.'s even-odd table at 256^2 against plain
 PyTorch loops), spder (SPDER vs SIREN loss at equal steps), shifted (shifted-basis sigma sweep),
 pins (PSNR per PINs level). Results go to bench-results/<section>.json and stdout.
 """
@@ -73,7 +72,8 @@ def section_siren500():
     save("siren500", rows)
 
 
-TWIN = {"field.encoding_options.backend": "torch"}
+TWIN = {"field.encoding_options.backend": "torch", "field.network_options.backend": "torch"}  # torch only
+GRID_ONLY = {"field.network_options.backend": "torch"}  # the native hash grid, torch's MLP layers
 
 
 def seconds_to(curve, target: float):
@@ -83,9 +83,10 @@ def seconds_to(curve, target: float):
 
 def section_audio():
     rows = []
-    for preset, sets, label in (("hashgrid", TWIN, "hashgrid (torch twin)"), ("hashgrid", None, "hashgrid (native kernels)"),
-                                ("siren", None, "siren")):
-        name = f"audio-{preset}120" + ("-twin" if sets else "")
+    for preset, sets, label, suffix in (("hashgrid", TWIN, "hashgrid (torch twin, torch MLP)", "-twin"),
+                                        ("hashgrid", GRID_ONLY, "hashgrid (native grid, torch MLP)", "-grid"),
+                                        ("hashgrid", None, "hashgrid (native grid and MLP)", ""), ("siren", None, "siren", "")):
+        name = f"audio-{preset}120{suffix}"
         r = fit("audio", default_signal("audio"), preset, name, time_budget=120, overrides=sets or {})
         rows.append(row(r, preset=label, **{"s to 60 dB SNR": _seconds_to_snr(r, 60)}))
     print(table(rows, ["preset", "snr_db", "psnr", "s to 60 dB SNR", "steps", "seconds", "params"]))
@@ -99,8 +100,10 @@ def _seconds_to_snr(r, target):
 
 def section_image40():
     rows = []
-    for sets, label in ((TWIN, "hashgrid (torch twin)"), (None, "hashgrid (native kernels)")):
-        r = fit("image", default_signal("image"), "hashgrid", "image40" + ("-twin" if sets else ""), time_budget=60,
+    for sets, label, suffix in ((TWIN, "hashgrid (torch twin, torch MLP)", "-twin"),
+                                (GRID_ONLY, "hashgrid (native grid, torch MLP)", "-grid"),
+                                (None, "hashgrid (native grid and MLP)", "")):
+        r = fit("image", default_signal("image"), "hashgrid", "image40" + suffix, time_budget=60,
                 overrides=sets or {})
         rows.append(row(r, preset=label, **{"s to 40 dB": seconds_to(r["curve"], 40.0)}))
     print(table(rows, ["preset", "psnr", "s to 40 dB", "steps", "seconds", "params"]))
