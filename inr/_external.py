@@ -25,6 +25,8 @@ _HINTS = {
     "nerfacc": "pip install 'inr[cuda]' (its CUDA code compiles on first use and needs nvcc)",
     "inr_native": "install a C++ compiler with OpenMP (Debian: apt-get install g++), or set INR_NATIVE=0 to silence this",
     "open3d": "pip install 'inr[open3d]' (Debian/Ubuntu also need apt-get install libusb-1.0-0)",
+    "tensorboard": "pip install 'inr[tensorboard]'",
+    "wandb": "pip install 'inr[wandb]'",
 }
 _PROBES: Dict[str, Tuple[Any, Optional[str]]] = {}
 _WARNED: Set[str] = set()
@@ -144,3 +146,8 @@ def prepare_backends(module: torch.nn.Module, device: torch.device) -> None:
     for m in module.modules():
         if hasattr(m, "prepare_backend") and device.type not in getattr(m, "_backends", {}):
             m.prepare_backend(torch.device(device))
+
+
+def experiment_logger(name: str):
+    """The tracker's package ('tensorboard' or 'wandb'); raises MissingBackend naming the extra."""
+    return _probe(name, lambda: importlib.import_module(name))

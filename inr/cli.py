@@ -56,6 +56,9 @@ def add_run_options(p: argparse.ArgumentParser, default_preset: str, with_preset
     p.add_argument("--num-nodes", type=positive_int, default=1, help="DDP over this many machines (Lightning's cluster environment)")
     p.add_argument("--precision", choices=["32", "bf16"], help="fp32, or bf16 autocast (default: the preset's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--logger", choices=["csv", "tensorboard", "wandb"], default="csv",
+                   help="experiment tracker beside the CSV logs: TensorBoard (DIR/tensorboard) or W&B (DIR/wandb, "
+                   "offline unless WANDB_MODE=online); scalars, the curve and sample renders (default csv)")
 
 
 TRAIN_COMMANDS = {  # command -> (task, input argument, what)
@@ -90,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("presets", help="list the bundled presets", description="List the bundled presets of each task.")
     p.add_argument("--task", choices=["image", "audio", "video", "nerf", "pointcloud"], help="only this task's presets")
+    p = sub.add_parser("runs", help="list run folders: task, preset, status, steps, seconds, main metric",
+                       description="List the run folders at or under DIR (default: runs) as a table: task, preset, "
+                       "status (running, finished, stopped, diverged, failed, killed), steps, training seconds and "
+                       "the main metric (the last evaluation's value for an unfinished run).")
+    p.add_argument("dir", metavar="DIR", nargs="?", default="runs")
     sub.add_parser("doctor", help="what this machine gives inr: devices, backends and why, versions",
                    description="Print torch/CUDA and the devices, which backend each component uses here and why, and versions.")
 
@@ -103,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", required=True, help="output image file (.png, .jpg, ...)")
     p.add_argument("--level", type=int, help="PINs fields: render this level only (0 = coarsest)")
     _add_device(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = sub.add_parser("render-video", help="render a fitted video at any size and frame rate",
                        description="Render the field of a fit-video run at SCALE times its frame size (spatial "
@@ -112,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fps", type=positive_float, help="frames per second (default: the source's)")
     p.add_argument("--out", metavar="FILE", required=True, help="video file: .mp4 or .gif")
     _add_device(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = sub.add_parser("compare", help="fit several presets to one signal and compare them",
                        description="Run each preset on the same image or audio file with the same options; write "
@@ -129,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Render every test view of a nerf train run; per-view and mean PSNR/SSIM to DIR/eval.json.")
     p.add_argument("run", metavar="DIR")
     _add_device(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p = nsub.add_parser("render", help="render a video of a trained run",
                         description="Render frames on a circle around the scene (axis: the training cameras' mean up "
                         "vector; centre: where their optical axes meet; radius and height: theirs) into a video.")
@@ -151,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", metavar="FILE", help="point cloud file: .ply, .pcd or .xyz")
     p.add_argument("--num-points", type=positive_int, default=200_000, help="rays cast for --points (default 200000)")
     _add_device(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     pc = sub.add_parser("pointcloud", help="point clouds (denoise, densify, reconstruct, eval, train)",
                         description="Point-cloud tools. Files: PLY (ascii/binary), PCD, XYZ, NPY.")
@@ -209,6 +221,7 @@ def run_options(args: argparse.Namespace):
     return RunOptions(task=args.task, input=getattr(args, "input", None), preset=getattr(args, "preset", None),
                       out=args.out, steps=args.steps, time_budget=args.time_budget, seed=args.seed, overrides=overrides,
                       device=args.device, devices=args.devices, num_nodes=args.num_nodes, progress=not args.no_progress,
+                      logger=args.logger,
                       overwrite=args.overwrite, task_options=task.options_from_args(args))
 
 
@@ -263,7 +276,7 @@ def cmd_nerf(args: argparse.Namespace) -> int:
     if args.nerf_command == "render":
         from .tasks.nerf_export import render_orbit
 
-        r = render_orbit(Path(args.run), Path(args.out), args.frames, args.fps, progress=not args.no_progress, device=args.device)
+        r = render_orbit(Path(args.run), Path(args.out), args.frames, args.fps, device=args.device)
         print(f"wrote {args.out} ({r['frames']} frames, {r['width']}x{r['height']}, {r['fps']} fps)")
         return 0
     if args.nerf_command == "export":
@@ -321,15 +334,31 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runs(args) -> int:
+    from .tasks.status import format_table, runs_table
+
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise InputError(root, "no such folder")
+    rows = runs_table(root)
+    print(format_table(rows) if rows else f"no runs in {root}")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    from . import progress
     from ._external import MissingBackend
+
+    progress.set_enabled(not getattr(args, "no_progress", False))
     from .tasks.optim import TrainingDiverged
     from .tasks.run import RunStopped
 
     try:
         if args.command == "presets":
             return cmd_presets(args)
+        if args.command == "runs":
+            return cmd_runs(args)
         if args.command == "doctor":
             from .doctor import report
 

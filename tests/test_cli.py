@@ -157,6 +157,9 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert ckpt.exists(), "no checkpoint was written before the kill"
+    from inr.tasks.status import run_summary
+
+    assert run_summary(out)["status"] == "killed"  # status.json says running; its process is gone
     saved = torch.load(ckpt, weights_only=True)
     killed_at = saved["global_step"]
     assert killed_at >= 20
@@ -194,6 +197,8 @@ def test_nan_stops_training_and_keeps_last_good_checkpoint(tmp_path):
     assert ckpt["global_step"] == 10
     assert all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())
     assert not (tmp_path / "nan" / "metrics.json").exists()
+    status = json.loads((tmp_path / "nan" / "status.json").read_text())
+    assert status["status"] == "diverged" and status["step"] >= 12
 
 
 def test_bf16_precision_option(tmp_path):
@@ -223,3 +228,6 @@ def test_sigterm_stops_with_a_checkpoint_and_resume_hint(tmp_path):
     ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["global_step"] > 0  # written at the stop, not by the (never reached) schedule
     assert not (out / "metrics.json").exists()
+    status = json.loads((out / "status.json").read_text())
+    assert status["status"] == "stopped" and status["signal"] == "SIGTERM" and status["step"] == ckpt["global_step"]
+    assert main(["runs", str(tmp_path)]) == 0

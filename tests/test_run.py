@@ -157,3 +157,75 @@ def test_fit_video_needs_an_input_and_resumes_without_one(tmp_path, capsys):
     assert main(["fit-video", str(clip), "--steps", "2", "--out", str(out), *TINY]) == 0
     assert main(["fit-video", "--resume", str(out), "--steps", "3", "--no-progress"]) == 0
     assert json.loads((out / "metrics.json").read_text())["steps"] == 3
+
+
+def test_time_budget_run_shows_the_budget_as_the_bars_total(tmp_path, capsys):
+    img = smooth_image(tmp_path / "a.png", 16)
+    out = tmp_path / "run"
+    args = ["fit-image", str(img), "--time-budget", "2", "--out", str(out), *[a for a in TINY if a != "--no-progress"]]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    bars = [seg for seg in text.replace("\r", "\n").splitlines() if seg.startswith("fit:")]
+    assert bars and all("/2 s [" in b for b in bars), bars[-3:]  # seconds towards the budget, with an ETA
+    assert "step=" in bars[-1]
+    steps = json.loads((out / "metrics.json").read_text())["steps"]
+    assert int(bars[-1].split("step=")[1].split(",")[0].split("]")[0]) <= steps
+
+
+def test_runs_lists_finished_and_unfinished_runs(tmp_path, capsys):
+    img = smooth_image(tmp_path / "a.png", 16)
+    root = tmp_path / "runs"
+    assert main(["fit-image", str(img), "--steps", "6", "--out", str(root / "done"), *TINY]) == 0
+    wav = tone(tmp_path / "t.wav", seconds=0.1)
+    assert main(["fit-audio", str(wav), "--preset", "positional", "--steps", "4", "--out", str(root / "sub" / "audio"),
+                 "--no-progress"]) == 0
+    # an unfinished run: its status as the lifecycle leaves it mid-training, by a process that is gone
+    (root / "mid").mkdir()
+    (root / "mid" / "config.yaml").write_text((root / "done" / "config.yaml").read_text())
+    (root / "mid" / "status.json").write_text(json.dumps({"status": "running", "pid": 2**22 + 12345, "host": __import__("socket").gethostname(),
+                                                          "step": 40, "seconds": 3.5, "curve_name": "PSNR", "curve_value": 21.25}))
+    capsys.readouterr()
+    assert main(["runs", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["run", "task", "preset", "status", "steps", "seconds", "metric"]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    done = json.loads((root / "done" / "metrics.json").read_text())
+    assert rows["done"][1:5] == ["image", "hashgrid", "finished", "6"] and f"{done['psnr']:.4g}" in rows["done"]
+    audio = json.loads((root / "sub" / "audio" / "metrics.json").read_text())
+    assert rows["sub/audio"][1:4] == ["audio", "positional", "finished"] and f"{audio['snr_db']:.4g}" in rows["sub/audio"]
+    assert rows["mid"][3:6] == ["killed", "40", "3.5"] and "21.25" in rows["mid"]
+    assert main(["runs", str(tmp_path / "nowhere")]) == 2
+
+
+def test_tensorboard_logger_gets_the_curve_and_sample_renders(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    img = smooth_image(tmp_path / "a.png", 16)
+    out = tmp_path / "tb"
+    assert main(["fit-image", str(img), "--steps", "8", "--out", str(out), "--logger", "tensorboard",
+                 "--set", "train.eval_every=4", *TINY]) == 0
+    (events,) = (out / "tensorboard").glob("version_0/events.out.tfevents.*")
+    acc = EventAccumulator(str(events), size_guidance={"images": 0, "scalars": 0})
+    acc.Reload()
+    curve = json.loads((out / "metrics.json").read_text())["curve"]
+    logged = [(e.step, e.value) for e in acc.Scalars("curve/PSNR")]
+    assert [s for s, _ in logged] == [c[0] for c in curve] == [0, 4, 8]
+    assert all(abs(v - c[2]) < 1e-4 for (_, v), c in zip(logged, curve))
+    assert [(e.step, e.width, e.height) for e in acc.Images("render")] == [(0, 16, 16), (4, 16, 16), (8, 16, 16)]
+    assert (out / "logs" / "version_0").is_dir()  # the CSV logs are kept beside it
+
+
+def test_wandb_logger_works_offline_without_an_account(tmp_path, monkeypatch):
+    for var in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_ENTITY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc login either
+    img = smooth_image(tmp_path / "a.png", 16)
+    out = tmp_path / "wb"
+    assert main(["fit-image", str(img), "--steps", "8", "--out", str(out), "--logger", "wandb",
+                 "--set", "train.eval_every=4", *TINY]) == 0
+    (run,) = (out / "wandb").glob("offline-run-*")
+    assert len(list((run / "files" / "media" / "images").glob("render_*.png"))) == 3
+    (log,) = run.glob("run-*.wandb")
+    assert b"curve/PSNR" in log.read_bytes()  # the curve's history rows are in the offline run file

@@ -11,6 +11,8 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 import torch
 
+from .. import progress
+
 DensityFn = Callable[[torch.Tensor], torch.Tensor]
 ColorFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -26,7 +28,8 @@ def lattice_points(aabb: torch.Tensor, resolution: int) -> torch.Tensor:
 def density_lattice(density_fn: DensityFn, aabb: torch.Tensor, resolution: int, chunk: int = 1 << 16) -> torch.Tensor:
     """(R, R, R) densities at the lattice points, evaluated `chunk` points at a time."""
     pts = lattice_points(aabb, resolution)
-    out = torch.cat([density_fn(pts[k : k + chunk]).reshape(-1).float() for k in range(0, len(pts), chunk)])
+    starts = progress.bar(range(0, len(pts), chunk), f"density on {resolution}^3 points", unit="chunk")
+    out = torch.cat([density_fn(pts[k : k + chunk]).reshape(-1).float() for k in starts])
     return out.view(resolution, resolution, resolution)
 
 

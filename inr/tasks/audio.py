@@ -16,6 +16,7 @@ from .signal import SignalTask
 class AudioTask(SignalTask):
     native_range = (-1.0, 1.0)
     default_asset = "speech.wav"
+    main_metric = "snr_db"
     input_help = "audio file: WAV, FLAC, OGG, MP3 (default: the bundled 5 s 16 kHz speech clip)"
     outputs_help = "reconstruction.wav, audio.png, curve.png"
 

@@ -30,6 +30,10 @@ class Task(ABC):
     input_help: ClassVar[str] = ""
     outputs_help: ClassVar[str] = ""
     log_every: ClassVar[int] = 50
+    main_metric: ClassVar[str] = "psnr"
+    """The metrics.json entry that `inr runs` shows for a finished run."""
+    curve_name: ClassVar[str] = "PSNR"
+    """What `measure` gives (the curve's value), shown by `inr runs` for an unfinished run."""
 
     def __init__(self, opts, preset, options: TaskOptions) -> None:
         self.opts, self.preset, self.options = opts, preset, options
@@ -62,6 +66,11 @@ class Task(ABC):
     @abstractmethod
     def measure(self, module) -> float:
         """The curve's value (test PSNR, validation ratio, ...), computed without gradient."""
+
+    def sample_render(self, module) -> Optional["torch.Tensor"]:
+        """An (H, W, 3) image in [0, 1] that shows the run's state (for the experiment tracker),
+        or None when the task has none."""
+        return None
 
     def gather(self, module) -> None:
         """Called on every DDP process after training, before the first one alone writes the

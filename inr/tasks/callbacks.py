@@ -19,8 +19,9 @@ class RunMonitor(L.Callback):
     its clock, its budget and its curve.
     """
 
-    def __init__(self, evaluate: Callable[[L.LightningModule], float], every: int, time_budget: Optional[float]) -> None:
-        self.evaluate, self.every, self.time_budget = evaluate, int(every), time_budget
+    def __init__(self, evaluate: Callable[[L.LightningModule], float], every: int, time_budget: Optional[float],
+                 on_record: Optional[Callable[[int, float, float], None]] = None) -> None:
+        self.evaluate, self.every, self.time_budget, self.on_record = evaluate, int(every), time_budget, on_record
         self.history: List[List[float]] = []
         self.before = 0.0
         self._t0 = time.perf_counter()
@@ -34,6 +35,8 @@ class RunMonitor(L.Callback):
         seconds = self.seconds()
         value = self.evaluate(module)
         self.history.append([int(trainer.global_step), round(seconds, 4), float(value)])
+        if self.on_record is not None and trainer.is_global_zero:
+            self.on_record(*self.history[-1])
         self._paused += time.perf_counter() - start
 
     def on_train_start(self, trainer: "L.Trainer", module: L.LightningModule) -> None:
@@ -85,17 +88,54 @@ class SafeCheckpoint(ModelCheckpoint):
 
 class StepBar(TQDMProgressBar):
     """Lightning's tqdm bar counting optimizer steps towards max_steps (so it shows an ETA),
-    instead of batches of an endless epoch."""
+    instead of batches of an endless epoch. With a time budget (`clock` = the run's RunMonitor
+    with time_budget set) it counts training seconds towards the budget instead, with the step
+    in its postfix: the budget is when the run ends, so its ETA is the run's."""
+
+    TIME_FORMAT = "{desc}{percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]"
+
+    def __init__(self, refresh_rate: int = 1, clock: Optional[RunMonitor] = None) -> None:
+        super().__init__(refresh_rate=refresh_rate)
+        self.clock = clock if clock is not None and clock.time_budget else None
 
     @property
     def total_train_batches(self):
         total = self.trainer.max_steps
+        if self.clock is not None:
+            return self.clock.time_budget
         return total if 0 < total < 10**9 else None
+
+    def init_train_tqdm(self):
+        bar = super().init_train_tqdm()
+        if self.clock is not None:
+            bar.total, bar.bar_format = self.clock.time_budget, self.TIME_FORMAT
+        return bar
 
     def on_train_epoch_start(self, trainer, *_: Any) -> None:
         super().on_train_epoch_start(trainer)
-        self.train_progress_bar.set_description("fit")
-        self.train_progress_bar.initial = trainer.global_step  # a resumed run starts where it left
+        bar = self.train_progress_bar
+        bar.set_description("fit")
+        if self.clock is not None:
+            bar.initial = min(self.clock.seconds(), self.clock.time_budget)
+        else:
+            bar.initial = trainer.global_step  # a resumed run starts where it left
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        super().on_train_batch_end(trainer, pl_module, outputs, batch, trainer.global_step - 1)
+        if self.clock is None:
+            return super().on_train_batch_end(trainer, pl_module, outputs, batch, trainer.global_step - 1)
+        bar = self.train_progress_bar
+        if bar is None or bar.disable or trainer.global_step % self.refresh_rate:
+            return
+        bar.n = min(self.clock.seconds(), self.clock.time_budget)
+        bar.set_postfix({"step": trainer.global_step, **self.get_metrics(trainer, pl_module)}, refresh=False)
+        bar.refresh()
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if self.clock is None:
+            return super().on_train_epoch_end(trainer, pl_module)
+        bar = self.train_progress_bar
+        if not bar.disable:
+            bar.n = min(self.clock.seconds(), self.clock.time_budget)
+            bar.set_postfix({"step": trainer.global_step, **self.get_metrics(trainer, pl_module)})
+        if self._leave:
+            bar.close()

@@ -39,6 +39,10 @@ class ImageTask(SignalTask):
     def read(self, path: str):
         return read_image(path, alpha=self.options.alpha)
 
+    def sample_render(self, module):
+        img = self.predict(module)[..., :3]  # RGBA: the colour channels
+        return img.expand(*img.shape[:2], 3) if img.shape[-1] == 1 else img
+
     def write_signal_outputs(self, out: Path, pred, p_test, t_test, title: str) -> Dict[str, Any]:
         write_image(out / "reconstruction.png", pred, getattr(self.signal, "bit_depth", 8))
         write_error_image(out / "error.png", pred, self.signal.values)

@@ -9,6 +9,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 import torch
 
+from .. import progress
 from ..data.pointclouds import write_cloud
 from ..errors import InputError
 from ..render.extract import extract_mesh
@@ -33,10 +34,9 @@ def _tmp(path: Path) -> Path:
     return path.with_name(f".tmp-{path.name}")  # same suffix: writers pick the format from it
 
 
-def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30, progress: bool = True,
+def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30,
                  device: str = "auto") -> Dict[str, Any]:
     """Render `frames` views on a circle around the scene (see orbit_poses) into a video."""
-    from tqdm import tqdm
 
     check_suffix(out, VIDEO_FORMATS, "video")
     module, scene, config = load_nerf_run(run_dir, device)
@@ -48,7 +48,8 @@ def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30, pro
     ii, jj = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
     pixels = torch.stack([ii, jj], -1).reshape(-1, 2)
     images = []
-    for c2w in tqdm(orbit_poses(train.c2w, frames, (scene.aabb[:3] + scene.aabb[3:]) / 2), desc="frames", disable=not progress, leave=False):
+    poses = orbit_poses(train.c2w, frames, (scene.aabb[:3] + scene.aabb[3:]) / 2)
+    for c2w in progress.bar(poses, "frames", unit="frame"):
         rgb = module.render_view(pinhole_rays(c2w, fx, fy, cx, cy, pixels), bg).view(h, w, 3)
         images.append((rgb.numpy() * 255 + 0.5).astype(np.uint8))
     h, w = write_video(out, np.stack(images), fps)  # odd sizes are padded to even ones for H.264

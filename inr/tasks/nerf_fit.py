@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import torch
 
-from .. import metrics
+from .. import metrics, progress
 from .._resources import data_dir
 from ..data.scenes import Scene, load_scene
 from ..networks import count_parameters
@@ -32,13 +32,14 @@ def default_scene() -> str:
     return str(data_dir("scenes") / DEFAULT_SCENE)
 
 
-def _evaluate(module: NerfModule, scene: Scene, views: Optional[int], background: float, stride: int = 1) -> List[Dict[str, Any]]:
+def _evaluate(module: NerfModule, scene: Scene, views: Optional[int], background: float, stride: int = 1,
+              show: bool = False) -> List[Dict[str, Any]]:
     from .nerf import eval_target, render_split_view
 
     split = scene.splits["test"]
     n = len(split) if views is None else min(views, len(split))
     out = []
-    for k in range(n):
+    for k in progress.bar(range(n), "test views", unit="view") if show else range(n):
         pred = render_split_view(module, split, k, background, stride)
         target = eval_target(split.images[k, ::stride, ::stride], background)
         out.append({"view": split.names[k], "psnr": metrics.psnr(pred, target), "ssim": metrics.ssim(pred, target), "image": pred})
@@ -47,7 +48,7 @@ def _evaluate(module: NerfModule, scene: Scene, views: Optional[int], background
 
 def write_eval(out: Path, module: NerfModule, scene: Scene, background: float) -> Dict[str, Any]:
     (out / "renders").mkdir(exist_ok=True)
-    per_view = _evaluate(module, scene, None, background)
+    per_view = _evaluate(module, scene, None, background, show=True)
     for k, r in enumerate(per_view):
         write_image(out / "renders" / f"test_{k:03d}.png", r.pop("image"))
         r["psnr"], r["ssim"] = round(r["psnr"], 4), round(r["ssim"], 5)
@@ -62,6 +63,7 @@ def write_eval(out: Path, module: NerfModule, scene: Scene, background: float) -
 class NerfTask(Task):
     default_preset = "ngp"
     Options = NerfOptions
+    main_metric, curve_name = "test_psnr", "test PSNR"
     input_help = "scene folder (default: the bundled scenes/tabletop)"
     outputs_help = "metrics.json (test_psnr, test_ssim, per view, rays_per_second), renders/, curve.png"
 
@@ -96,6 +98,13 @@ class NerfTask(Task):
         cfg = self.preset.train
         views = _evaluate(module, self.scene, cfg.eval_views, self.background, cfg.eval_stride)
         return float(sum(r["psnr"] for r in views) / max(1, len(views)))
+
+    def sample_render(self, module: NerfModule):
+        from .nerf import render_split_view
+
+        split = self.scene.splits["test"] if len(self.scene.splits["test"]) else self.scene.splits["train"]
+        with torch.no_grad():
+            return render_split_view(module, split, 0, self.background, self.preset.train.eval_stride)
 
     def gather(self, module: NerfModule) -> None:
         rays = torch.tensor(float(module.rays_seen), device=module.device)

@@ -126,6 +126,7 @@ class PointCloudTask(Task):
     instead of synthetic shapes."""
 
     default_preset = "default"
+    main_metric, curve_name = "validation_chamfer_ratio", "Chamfer ratio"
     input_help = "a folder of meshes (.ply/.obj/.off/.stl/.glb) to train on (default: synthetic shapes made on the fly)"
     outputs_help = "model.pt (the weights), metrics.json, checkpoints"
     log_every = 20

@@ -9,6 +9,7 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
+from .. import progress
 from ..data.signal import grid_coords
 from ..errors import InputError
 from .outputs import write_image, write_video
@@ -72,7 +73,7 @@ def render_video(run_dir: Path, out: Path, scale: float = 1.0, fps: Optional[flo
     h2, w2 = max(1, round(h * scale)), max(1, round(w * scale))
     if frames * h2 * w2 > MAX_PIXELS * 4:
         raise InputError(None, f"{frames} frames of {w2}x{h2} is over the limit of {MAX_PIXELS * 4:,} pixels")
-    video = torch.cat([_frame(module, config, k, frames, t, (h2, w2)) for k in range(frames)])
+    video = torch.cat([_frame(module, config, k, frames, t, (h2, w2)) for k in progress.bar(range(frames), "frames", unit="frame")])
     rgb = video if video.shape[-1] == 3 else video[..., :1].expand(*video.shape[:-1], 3)
     hw = write_video(out, (rgb.clamp(0, 1).cpu().numpy() * 255 + 0.5).astype(np.uint8), fps)
     return frames, hw[0], hw[1], fps

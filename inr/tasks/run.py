@@ -27,6 +27,7 @@ from .base import Task, get_task
 from .optim import TrainingDiverged
 
 UNBOUNDED_STEPS = 10**9
+LOGGERS = ("csv", "tensorboard", "wandb")
 RESUMABLE_SETTINGS = ("train.lr", "train.lr_final_factor", "train.steps", "train.eval_every", "train.checkpoint_every")
 """`--set` keys that may change when a run is resumed; any other refuses the resume."""
 
@@ -48,6 +49,8 @@ class RunOptions:
     devices: int = 1
     num_nodes: int = 1
     progress: bool = True
+    logger: str = "csv"
+    """'csv' (always written: DIR/logs/version_N/metrics.csv), 'tensorboard' or 'wandb' beside it."""
     overwrite: bool = False
     task_options: Dict[str, Any] = field(default_factory=dict)
     """The task's own options (its TaskOptions fields), None meaning 'not given'."""
@@ -76,6 +79,10 @@ def _check_run_options(opts: RunOptions) -> None:
         raise InputError(None, "--time-budget must be > 0 seconds")
     if opts.devices < 1 or opts.num_nodes < 1:
         raise InputError(None, "--devices and --num-nodes must be >= 1")
+    if opts.logger not in LOGGERS:
+        raise InputError(None, f"--logger must be one of {', '.join(LOGGERS)}, got {opts.logger!r}")
+    if opts.logger != "csv":
+        _external.experiment_logger(opts.logger)  # missing package: one line before anything is written
 
 
 def _same_path(a: str, b: str) -> bool:
@@ -84,7 +91,7 @@ def _same_path(a: str, b: str) -> bool:
 
 def resume_options(run_dir: Path, given: RunOptions) -> Tuple[RunOptions, Dict[str, Any]]:
     """The saved options and preset of a run, with what this invocation may change applied:
-    --steps, --time-budget, --device(s), --no-progress, and `--set` of RESUMABLE_SETTINGS.
+    --steps, --time-budget, --device(s), --no-progress, --logger and `--set` of RESUMABLE_SETTINGS.
     Anything else given differently is refused with one line (never silently ignored)."""
     cfg_path = run_dir / "config.yaml"
     if not cfg_path.is_file():
@@ -112,6 +119,7 @@ def resume_options(run_dir: Path, given: RunOptions) -> Tuple[RunOptions, Dict[s
     saved.overrides = {**saved.overrides, **given.overrides}
     saved.out = str(run_dir)
     saved.progress, saved.device, saved.devices, saved.num_nodes = given.progress, given.device, given.devices, given.num_nodes
+    saved.logger = given.logger
     saved.steps = given.steps if given.steps is not None else saved.steps
     saved.time_budget = given.time_budget if given.time_budget is not None else saved.time_budget
     return saved, saved_preset
@@ -183,17 +191,38 @@ def train(opts: RunOptions, resume: Optional[Path] = None, callbacks: Sequence[A
     cfg = task.preset.train
     module = task.build_module()
     data = task.build_data()
-    monitor = RunMonitor(task.measure, cfg.eval_every, opts.time_budget)
+    from .status import RunStatus
+
+    status = RunStatus(out, enabled=not is_ddp_child())
+    trainer = None
+
+    def on_record(step: int, seconds: float, value: float) -> None:
+        status.record(step, seconds, value)
+        if trainer is not None and opts.logger != "csv":
+            log_curve_point(trainer, task, module, step, seconds, value)
+
+    monitor = RunMonitor(task.measure, cfg.eval_every, opts.time_budget, on_record=on_record)
     max_steps = opts.steps or (UNBOUNDED_STEPS if opts.time_budget else cfg.steps)
     trainer = make_trainer(out, max_steps, cfg.precision, task.log_every, cfg.checkpoint_every, opts.progress,
-                           [monitor, *callbacks], devices=opts.devices, device=opts.device, num_nodes=opts.num_nodes)
+                           [monitor, *callbacks], devices=opts.devices, device=opts.device, num_nodes=opts.num_nodes,
+                           clock=monitor, logger=opts.logger, run_name=f"{opts.task}-{task.preset.name}-{out.name}")
     ckpt = out / "checkpoints" / "last.ckpt"
     _external.prepare_backends(module, trainer.strategy.root_device)  # a first-use kernel build is not training time
+    status.start(opts.task, task.preset.name, task.curve_name)
     try:
         fit_or_stop(trainer, module, data, ckpt, out, resume is not None)
     except TrainingDiverged as exc:
+        status.update(status="diverged", step=int(trainer.global_step), error=str(exc))
         raise TrainingDiverged(f"{exc}; training stopped. The last good checkpoint is {ckpt} "
                                f"(resume with --resume {out} --set train.lr=<lower>)") from None
+    except RunStopped as exc:
+        status.update(status="stopped", step=int(trainer.global_step), seconds=round(monitor.seconds(), 3), signal=exc.signal)
+        raise
+    except Exception as exc:
+        status.update(status="failed", step=int(trainer.global_step), error=f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        finish_experiment(trainer)
     save_checkpoint_atomically(trainer, ckpt)
     # Lightning's teardown leaves the module on the CPU: evaluation, outputs and the collective
     # sums of gather() belong on the device it trained on
@@ -212,6 +241,7 @@ def train(opts: RunOptions, resume: Optional[Path] = None, callbacks: Sequence[A
     from .outputs import write_json
 
     write_json(out / "metrics.json", result)
+    status.update(status="finished", step=result["steps"], seconds=result["seconds"])
     return {**result, "out": str(out)}
 
 
@@ -233,10 +263,13 @@ def accelerator_for(device: str, devices: int):
 
 
 def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, checkpoint_every: int, progress: bool,
-                 callbacks: Sequence[Any], devices: int = 1, device: str = "auto", num_nodes: int = 1):
+                 callbacks: Sequence[Any], devices: int = 1, device: str = "auto", num_nodes: int = 1, clock=None,
+                 logger: str = "csv", run_name: str = "inr"):
     """The Lightning Trainer of every run: step-bounded endless epoch, safe checkpoints in
-    out/checkpoints, CSV logs in out/logs/version_N, a step progress bar; DDP when devices > 1
-    or num_nodes > 1 (GPUs, or CPU processes with gloo)."""
+    out/checkpoints, CSV logs in out/logs/version_N (and TensorBoard's in out/tensorboard or W&B's
+    in out/wandb with `logger`), a progress bar (of steps, or of seconds when
+    `clock`, the run's RunMonitor, has a time budget); DDP when devices > 1 or num_nodes > 1 (GPUs,
+    or CPU processes with gloo)."""
     import lightning as L
     from lightning.pytorch.loggers import CSVLogger
 
@@ -245,7 +278,7 @@ def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, chec
     accelerator, device_list = accelerator_for(device, devices)
     ckpt = SafeCheckpoint(dirpath=out / "checkpoints", filename="step{step}", every_n_train_steps=checkpoint_every,
                           save_top_k=0, save_last=True, save_on_train_epoch_end=False)
-    bar = [StepBar(refresh_rate=max(1, min(log_every, 20)))] if progress else []
+    bar = [StepBar(refresh_rate=max(1, min(log_every, 20)), clock=clock)] if progress else []
     return L.Trainer(
         accelerator=accelerator,
         devices=device_list,
@@ -254,7 +287,7 @@ def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, chec
         max_steps=max_steps,
         max_epochs=-1,
         precision="bf16-mixed" if precision == "bf16" else "32-true",
-        logger=CSVLogger(out, name="logs"),  # version_N: a resumed run keeps the earlier logs
+        logger=[CSVLogger(out, name="logs"), *experiment_loggers(logger, out, run_name)],  # version_N: a resumed run keeps the earlier logs
         log_every_n_steps=log_every,
         callbacks=[*callbacks, *bar, ckpt],
         enable_progress_bar=progress,
@@ -262,6 +295,52 @@ def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, chec
         num_sanity_val_steps=0,
         limit_val_batches=0,
     )
+
+
+def experiment_loggers(name: str, out: Path, run_name: str) -> list:
+    """The experiment tracker beside the CSV logs: TensorBoard event files in out/tensorboard, or
+    a W&B run in out/wandb, offline (no account, no network) unless WANDB_MODE=online is set;
+    `wandb sync out/wandb/offline-run-*` uploads it later."""
+    if name == "tensorboard":
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        _external.experiment_logger(name)
+        return [TensorBoardLogger(out, name="tensorboard", default_hp_metric=False)]
+    if name == "wandb":
+        from lightning.pytorch.loggers import WandbLogger
+
+        _external.experiment_logger(name)
+        (out / "wandb").mkdir(parents=True, exist_ok=True)
+        return [WandbLogger(name=run_name, save_dir=str(out), project="inr", offline=os.environ.get("WANDB_MODE") != "online")]
+    return []
+
+
+def finish_experiment(trainer) -> None:
+    """Close a W&B run at the end of its training run: the next run of the same process (inr
+    compare, the Python API) starts its own, and the offline files are complete."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    for lg in trainer.loggers:
+        if isinstance(lg, WandbLogger) and lg._experiment is not None:
+            lg.experiment.finish()
+
+
+def log_curve_point(trainer, task: Task, module, step: int, seconds: float, value: float) -> None:
+    """The curve point (value and training seconds) and the task's sample render, to the
+    experiment tracker (the CSV logs hold the scalars; the curve is in metrics.json)."""
+    from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+
+    image = task.sample_render(module)
+    for lg in trainer.loggers:
+        if isinstance(lg, (TensorBoardLogger, WandbLogger)):
+            lg.log_metrics({f"curve/{task.curve_name}": value, "curve/train_seconds": seconds}, step=step)
+        if image is None:
+            continue
+        array = (image.detach().clamp(0, 1).cpu().float().numpy() * 255 + 0.5).astype("uint8")
+        if isinstance(lg, TensorBoardLogger):
+            lg.experiment.add_image("render", array, global_step=step, dataformats="HWC")
+        elif isinstance(lg, WandbLogger):
+            lg.log_image("render", [array], step=step)
 
 
 def fit_or_stop(trainer, module, data, ckpt: Path, out: Path, resume: bool) -> None:
