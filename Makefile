@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml Makefile
 	@ldconfig -p | grep -q 'libusb-1.0.so.0' || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q libusb-1.0-0; }
 	@# the native CPU kernels (inr/native) and torch.compile on CPU compile C++ with OpenMP
 	@command -v g++ >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q g++; }
+	@# the viewer's tests open the page in a real headless browser (playwright drives Debian's chromium)
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"

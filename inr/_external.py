@@ -27,6 +27,7 @@ _HINTS = {
     "open3d": "pip install 'inr[open3d]' (Debian/Ubuntu also need apt-get install libusb-1.0-0)",
     "tensorboard": "pip install 'inr[tensorboard]'",
     "wandb": "pip install 'inr[wandb]'",
+    "viser": "pip install 'inr[viewer]'",
 }
 _PROBES: Dict[str, Tuple[Any, Optional[str]]] = {}
 _WARNED: Set[str] = set()
@@ -151,3 +152,8 @@ def prepare_backends(module: torch.nn.Module, device: torch.device) -> None:
 def experiment_logger(name: str):
     """The tracker's package ('tensorboard' or 'wandb'); raises MissingBackend naming the extra."""
     return _probe(name, lambda: importlib.import_module(name))
+
+
+def viser():
+    """The viser package (the web viewer's server)."""
+    return _probe("viser", lambda: importlib.import_module("viser"))

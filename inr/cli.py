@@ -93,6 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("presets", help="list the bundled presets", description="List the bundled presets of each task.")
     p.add_argument("--task", choices=["image", "audio", "video", "nerf", "pointcloud"], help="only this task's presets")
+    p = sub.add_parser("view", help="a web viewer for a NeRF run, an image/audio/video fit, or point clouds and meshes",
+                       description="Open a local web viewer (viser) on PATH: a nerf run folder (progressive renders "
+                       "from any camera, RGB/depth/accumulation, training cameras, crop box, orbit video and mesh/point "
+                       "export from the page), an image/audio/video run folder (reconstruction, error, curve, the field "
+                       "at any zoom), or one or more point-cloud/mesh files (several are shown side by side: "
+                       "inr view noisy.ply denoised.ply). Serves until Ctrl-C.")
+    p.add_argument("paths", metavar="PATH", nargs="+")
+    p.add_argument("--port", type=positive_int, default=8080, help="port (default 8080)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only; "
+                   "0.0.0.0 shares it with the network, with a warning)")
+    _add_device(p)
     p = sub.add_parser("runs", help="list run folders: task, preset, status, steps, seconds, main metric",
                        description="List the run folders at or under DIR (default: runs) as a table: task, preset, "
                        "status (running, finished, stopped, diverged, failed, killed), steps, training seconds and "
@@ -134,7 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     nerf = sub.add_parser("nerf", help="NeRF on scene folders (train, eval, render, export)",
                           description="Radiance fields on Blender, instant-ngp/nerfstudio or LLFF scene folders.")
     nsub = nerf.add_subparsers(dest="nerf_command", metavar="ACTION", required=True)
-    _add_train_command(nsub, "train", "nerf", "SCENE", "train a radiance field on a scene")
+    p = _add_train_command(nsub, "train", "nerf", "SCENE", "train a radiance field on a scene")
+    p.add_argument("--viewer", action="store_true", help="a live web viewer of the field while it trains (at most "
+                   "10 %% of the training time goes to its renders)")
+    p.add_argument("--viewer-port", type=positive_int, default=8080, help="its port (default 8080)")
+    p.add_argument("--viewer-host", default="127.0.0.1", help="its address (default 127.0.0.1: this machine only)")
     p = nsub.add_parser("eval", help="score a trained run on its test split",
                         description="Render every test view of a nerf train run; per-view and mean PSNR/SSIM to DIR/eval.json.")
     p.add_argument("run", metavar="DIR")
@@ -222,6 +237,7 @@ def run_options(args: argparse.Namespace):
                       out=args.out, steps=args.steps, time_budget=args.time_budget, seed=args.seed, overrides=overrides,
                       device=args.device, devices=args.devices, num_nodes=args.num_nodes, progress=not args.no_progress,
                       logger=args.logger,
+                      viewer=f"{args.viewer_host}:{args.viewer_port}" if getattr(args, "viewer", False) else None,
                       overwrite=args.overwrite, task_options=task.options_from_args(args))
 
 
@@ -359,6 +375,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             return cmd_presets(args)
         if args.command == "runs":
             return cmd_runs(args)
+        if args.command == "view":
+            from .viewer import serve
+
+            serve(args.paths, args.host, args.port, args.device)
+            return 0
         if args.command == "doctor":
             from .doctor import report
 

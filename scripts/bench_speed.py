@@ -69,6 +69,7 @@ def section_mlp(rows, batch: int = 65536):
     rows.append({"what": "sgemm 4096^3", "fp32 eager": "", "fp32": f"{peak32:.0f} GFLOP/s", "bf16 autocast": f"{peak16:.0f} GFLOP/s",
                  "native": ""})
     for preset in ("fourier", "relu", "siren", "spder"):
+        torch._dynamo.reset()  # each preset compiles afresh (fp32, bf16, native): no recompile limit hit
         cfg = load_preset(preset, "image").field
         relu = cfg.network == "mlp"
         twin_cfg = dataclasses.replace(cfg, network_options={**cfg.network_options, "backend": "torch"}) if relu else cfg
@@ -132,9 +133,11 @@ def plain_siren(size: int) -> torch.nn.Module:
 def section_overhead(rows, size: int = 256, steps: int = 12):
     """Per-step time of `inr fit-image --preset siren` (Lightning) vs a plain loop, same image."""
     from inr.data.signal import grid_coords
+    from inr.devices import keep_freed_memory
     from inr.tasks.run import RunOptions, train
     from benchlib import load_image_tensor
 
+    keep_freed_memory()  # as inr's runs do (else the plain loop alone page-faults on its activations)
     img = cameraman(size)
     values = load_image_tensor(img).reshape(-1, 1) * 2 - 1
     coords = grid_coords((size, size))

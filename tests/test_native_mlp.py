@@ -121,6 +121,10 @@ def test_mlp_network_backends_agree_and_compile():
         yc = compiled(x)
     assert "inr_native::mlp_forward" in {e.key for e in prof.key_averages()}  # traced as one op, not decomposed
     assert torch.allclose(yc, ya, atol=1e-6)  # inductor's vectorised sigmoid rounds differently
+    # bf16 autocast runs torch's bf16 layers (faster there than the float32 kernel)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.profiler.profile() as prof:
+        assert fast(x).dtype == torch.bfloat16
+    assert "inr_native::mlp_forward" not in {e.key for e in prof.key_averages()}
     # float64 modules run torch's layers (the kernel is float32)
     assert fast.double()(x.double()).dtype == torch.float64
 

@@ -24,7 +24,8 @@ class MLP(Network):
             torch with one warning where it cannot build; torch elsewhere), 'torch', or 'native'
             (required on the CPU: an error where it cannot run). The native MLP computes in
             float32 and is differentiable once: a loss on input gradients with create_graph
-            (an eikonal term through autograd) needs backend 'torch'.
+            (an eikonal term through autograd) needs backend 'torch'. Under bf16 autocast
+            (`--precision bf16`) and for float64 modules, torch's layers run.
     """
 
     def __init__(self, in_dim: int, out_dim: int, hidden: int = 256, layers: int = 3, output_activation: str = "none",
@@ -55,7 +56,9 @@ class MLP(Network):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         backend = self._backends.get(x.device.type) or self.prepare_backend(x.device)
-        if backend == "native" and x.dtype != torch.float64 and self.head.weight.dtype == torch.float32:
+        # under bf16 autocast torch's bf16 GEMMs beat the float32 kernel (bench_speed --only mlp)
+        if (backend == "native" and x.dtype != torch.float64 and self.head.weight.dtype == torch.float32
+                and not torch.is_autocast_enabled("cpu")):
             linears = [m for m in self.body if isinstance(m, nn.Linear)] + [self.head]
             y = native.mlp(x.float(), [m.weight for m in linears], [m.bias for m in linears])
             return self.out_act(y)

@@ -67,6 +67,10 @@ class Task(ABC):
     def measure(self, module) -> float:
         """The curve's value (test PSNR, validation ratio, ...), computed without gradient."""
 
+    def callbacks(self) -> list:
+        """Lightning callbacks the task adds to its run (the NeRF live viewer)."""
+        return []
+
     def sample_render(self, module) -> Optional["torch.Tensor"]:
         """An (H, W, 3) image in [0, 1] that shows the run's state (for the experiment tracker),
         or None when the task has none."""

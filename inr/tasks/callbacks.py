@@ -26,6 +26,9 @@ class RunMonitor(L.Callback):
         self.before = 0.0
         self._t0 = time.perf_counter()
         self._paused = 0.0
+        self.run_seconds = 0.0
+        """Training seconds at the end of the last step, the same on every DDP process (the
+        learning-rate decay of a time-budget run reads it)."""
 
     def seconds(self) -> float:
         return self.before + (time.perf_counter() - self._t0 - self._paused)
@@ -46,10 +49,12 @@ class RunMonitor(L.Callback):
 
     def on_train_batch_end(self, trainer: "L.Trainer", module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         step = trainer.global_step
-        over_budget = self.time_budget is not None and self.seconds() >= self.time_budget
+        seconds = self.seconds()
         if self.time_budget is not None and trainer.world_size > 1:
-            # every process stops at the same step once any of them is over budget
-            over_budget = trainer.strategy.reduce_boolean_decision(over_budget, all=False)
+            # every process takes the slowest clock: the same learning rate, and the same last step
+            seconds = float(trainer.strategy.reduce(torch.tensor(seconds, device=module.device), reduce_op="max"))
+        self.run_seconds = seconds
+        over_budget = self.time_budget is not None and seconds >= self.time_budget
         if over_budget:
             trainer.should_stop = True
         if step % self.every == 0 or step >= trainer.max_steps or over_budget:
@@ -63,7 +68,7 @@ class RunMonitor(L.Callback):
         return {"seconds": self.seconds(), "history": [list(h) for h in self.history]}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.before = float(state["seconds"])
+        self.before = self.run_seconds = float(state["seconds"])
         self.history = [list(h) for h in state["history"]]
 
 

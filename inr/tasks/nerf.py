@@ -156,7 +156,7 @@ class NerfModule(L.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        return adam_with_decay(self.field.parameters(), self.cfg)
+        return adam_with_decay(self.field.parameters(), self.cfg, getattr(self, "decay_horizon", None))
 
     def on_save_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         checkpoint["rays_seen"] = self.rays_seen

@@ -70,30 +70,38 @@ def export_mesh(run_dir: Path, out: Path, resolution: int = 256, threshold: Opti
                 device: str = "auto") -> Dict[str, Any]:
     """Marching cubes on the density over the scene box, vertex colours from the field; written
     with trimesh (.ply, .obj, .glb). `loaded`: load_nerf_run(run_dir) when the caller has it."""
-    import trimesh
-
     check_suffix(out, MESH_FORMATS, "mesh")
     if resolution < 8:
         raise InputError(None, f"--resolution must be >= 8, got {resolution}")
     module, scene, _ = loaded or load_nerf_run(run_dir, device)
-    level = default_threshold(module) if threshold is None else float(threshold)
-
-    def color_fn(points, dirs):
-        return module.query("field", points, dirs)[1]
-
     try:
-        verts, faces, colors = extract_mesh(_masked_density(module), module.field.aabb, resolution, level, color_fn)
+        mesh = mesh_of(module, resolution, threshold)
     except ValueError as exc:
         raise InputError(run_dir, f"cannot extract a mesh: {exc}") from None
-    mesh = trimesh.Trimesh(verts, faces, vertex_colors=(colors * 255 + 0.5).astype(np.uint8), process=False)
+    level = default_threshold(module) if threshold is None else float(threshold)
     tmp = _tmp(out)
     try:
         mesh.export(tmp)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    return {"vertices": len(verts), "faces": len(faces), "threshold": level, "resolution": resolution,
+    return {"vertices": len(mesh.vertices), "faces": len(mesh.faces), "threshold": level, "resolution": resolution,
             "watertight": bool(mesh.is_watertight)}
+
+
+def mesh_of(module: NerfModule, resolution: int, threshold: Optional[float] = None, crop: Optional[torch.Tensor] = None):
+    """The trimesh of marching cubes on the density over the scene box (or the `crop` box, (6,)
+    min and max corners), vertex colours from the field. ValueError when nothing is dense."""
+    import trimesh
+
+    level = default_threshold(module) if threshold is None else float(threshold)
+
+    def color_fn(points, dirs):
+        return module.query("field", points, dirs)[1]
+
+    box = module.field.aabb if crop is None else crop.to(module.field.aabb)
+    verts, faces, colors = extract_mesh(_masked_density(module), box, resolution, level, color_fn)
+    return trimesh.Trimesh(verts, faces, vertex_colors=(colors * 255 + 0.5).astype(np.uint8), process=False)
 
 
 def default_threshold(module: NerfModule) -> float:
@@ -107,6 +115,19 @@ def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity
     ending at its expected depth where the ray is nearly opaque; written with open3d."""
     check_suffix(out, POINT_FORMATS, "point cloud")
     module, scene, _ = loaded or load_nerf_run(run_dir, device)
+    try:
+        pts, colors = points_of(module, scene, n_points, min_opacity, seed)
+    except ValueError as exc:
+        raise InputError(run_dir, str(exc)) from None
+    write_cloud(out, pts, colors)
+    return {"points": len(pts), "rays": n_points, "min_opacity": min_opacity}
+
+
+def points_of(module: NerfModule, scene, n_points: int, min_opacity: float, seed: int = 0,
+              crop: Optional[torch.Tensor] = None):
+    """(points (M, 3), colours (M, 3)) float64 arrays: the expected surface points of rays
+    through random training pixels that became `min_opacity` opaque (inside `crop` when given).
+    ValueError when none did."""
     split = scene.splits["train"]
     n_img, h, w = split.images.shape[:3]
     gen = torch.Generator().manual_seed(seed)
@@ -116,10 +137,13 @@ def export_points(run_dir: Path, out: Path, n_points: int = 200_000, min_opacity
     rays = pinhole_rays(split.c2w[img], fx, fy, cx, cy, pix)
     r = module.render_many(rays, 0.0)
     keep = r.opacity[:, 0] >= min_opacity
+    pts = rays.origins + rays.directions * r.depth
+    if crop is not None:
+        crop = crop.to(pts)
+        keep &= ((pts >= crop[:3]) & (pts <= crop[3:])).all(-1)
     if not bool(keep.any()):
-        raise InputError(run_dir, f"none of {n_points:,} rays became {min_opacity:g} opaque: no surface to export (train longer?)")
-    pts = rays.origins[keep] + rays.directions[keep] * r.depth[keep]
+        raise ValueError(f"none of {n_points:,} rays became {min_opacity:g} opaque{' in the crop box' if crop is not None else ''}: "
+                         "no surface to export (train longer?)")
     colors = (r.color[keep] / r.opacity[keep]).clamp(0, 1)  # un-premultiplied from the black background
-    write_cloud(out, pts.double().cpu().numpy(), colors.double().cpu().numpy())
-    return {"points": int(keep.sum()), "rays": n_points, "min_opacity": min_opacity}
+    return pts[keep].double().cpu().numpy(), colors.double().cpu().numpy()
 

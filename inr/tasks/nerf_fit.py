@@ -99,6 +99,16 @@ class NerfTask(Task):
         views = _evaluate(module, self.scene, cfg.eval_views, self.background, cfg.eval_stride)
         return float(sum(r["psnr"] for r in views) / max(1, len(views)))
 
+    def callbacks(self) -> list:
+        if not self.opts.viewer:
+            return []
+        from ..viewer import check_host
+        from ..viewer.live import LiveViewer
+
+        host, _, port = self.opts.viewer.rpartition(":")
+        check_host(host)
+        return [LiveViewer(self.scene, self.background, host, int(port))]
+
     def sample_render(self, module: NerfModule):
         from .nerf import render_split_view
 

@@ -4,7 +4,8 @@ learning-rate change of a resumed run."""
 from __future__ import annotations
 
 import math
-from typing import Any, Dict
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional
 
 import torch
 
@@ -18,13 +19,35 @@ def check_loss(loss: torch.Tensor, step: int) -> None:
         raise TrainingDiverged(f"the loss became {loss.item()} at step {step}")
 
 
-def adam_with_decay(params, cfg) -> Dict[str, Any]:
+@dataclass
+class DecayHorizon:
+    """Where the learning-rate decay ends: at the run's end. `steps` (None: no step limit) and/or
+    `seconds` of training read from `clock` (None: no time budget); with both, whichever comes
+    first."""
+
+    steps: Optional[int] = None
+    seconds: Optional[float] = None
+    clock: Optional[Callable[[], float]] = None
+
+    def progress(self, step: int) -> float:
+        """The fraction of the run done, in [0, 1]."""
+        done = 0.0
+        if self.steps:
+            done = step / self.steps
+        if self.seconds and self.clock is not None:
+            done = max(done, self.clock() / self.seconds)
+        return min(done, 1.0)
+
+
+def adam_with_decay(params, cfg, horizon: Optional[DecayHorizon] = None) -> Dict[str, Any]:
     """Adam (the fused kernel: on CPU 6 ms instead of 32 ms per step for a 12M-parameter hash
-    table) with an exponential decay from cfg.lr to cfg.lr * cfg.lr_final_factor over cfg.steps
-    steps, for Lightning's configure_optimizers."""
+    table) with an exponential decay from cfg.lr to cfg.lr * cfg.lr_final_factor over the run
+    (`horizon`: its steps and/or its time budget; default cfg.steps steps), for Lightning's
+    configure_optimizers."""
     opt = torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=True)
-    gamma = math.log(cfg.lr_final_factor) / cfg.steps
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: math.exp(gamma * min(step, cfg.steps)))
+    horizon = horizon or DecayHorizon(steps=cfg.steps)
+    log_final = math.log(cfg.lr_final_factor)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: math.exp(log_final * horizon.progress(step)))
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 

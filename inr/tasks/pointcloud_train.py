@@ -96,7 +96,7 @@ class PointCloudModule(L.LightningModule):
         return out["loss"]
 
     def configure_optimizers(self):
-        return adam_with_decay(self.model.parameters(), self.cfg)
+        return adam_with_decay(self.model.parameters(), self.cfg, getattr(self, "decay_horizon", None))
 
 
 def shape_data(cfg: PointCloudTrainConfig, meshes, seed: int) -> DataLoader:

@@ -24,7 +24,7 @@ from .. import _external
 from ..errors import InputError
 from ..presets import Preset, load_preset, preset_from_saved, set_option
 from .base import Task, get_task
-from .optim import TrainingDiverged
+from .optim import DecayHorizon, TrainingDiverged
 
 UNBOUNDED_STEPS = 10**9
 LOGGERS = ("csv", "tensorboard", "wandb")
@@ -50,6 +50,8 @@ class RunOptions:
     num_nodes: int = 1
     progress: bool = True
     logger: str = "csv"
+    viewer: Optional[str] = None
+    """'HOST:PORT' of a live web viewer while training (tasks that have one: nerf), or None."""
     """'csv' (always written: DIR/logs/version_N/metrics.csv), 'tensorboard' or 'wandb' beside it."""
     overwrite: bool = False
     task_options: Dict[str, Any] = field(default_factory=dict)
@@ -119,7 +121,7 @@ def resume_options(run_dir: Path, given: RunOptions) -> Tuple[RunOptions, Dict[s
     saved.overrides = {**saved.overrides, **given.overrides}
     saved.out = str(run_dir)
     saved.progress, saved.device, saved.devices, saved.num_nodes = given.progress, given.device, given.devices, given.num_nodes
-    saved.logger = given.logger
+    saved.logger, saved.viewer = given.logger, given.viewer
     saved.steps = given.steps if given.steps is not None else saved.steps
     saved.time_budget = given.time_budget if given.time_budget is not None else saved.time_budget
     return saved, saved_preset
@@ -196,15 +198,24 @@ def train(opts: RunOptions, resume: Optional[Path] = None, callbacks: Sequence[A
     status = RunStatus(out, enabled=not is_ddp_child())
     trainer = None
 
+    task_callbacks = task.callbacks() if not is_ddp_child() else []
+
     def on_record(step: int, seconds: float, value: float) -> None:
         status.record(step, seconds, value)
+        for cb in task_callbacks:
+            if hasattr(cb, "record"):
+                cb.record(step, seconds, value)
         if trainer is not None and opts.logger != "csv":
             log_curve_point(trainer, task, module, step, seconds, value)
 
     monitor = RunMonitor(task.measure, cfg.eval_every, opts.time_budget, on_record=on_record)
     max_steps = opts.steps or (UNBOUNDED_STEPS if opts.time_budget else cfg.steps)
+    # the learning rate decays over the run as given: --steps, --time-budget (whichever ends
+    # first), or the preset's train.steps
+    module.decay_horizon = DecayHorizon(steps=None if max_steps == UNBOUNDED_STEPS else max_steps,
+                                        seconds=opts.time_budget, clock=lambda: monitor.run_seconds)
     trainer = make_trainer(out, max_steps, cfg.precision, task.log_every, cfg.checkpoint_every, opts.progress,
-                           [monitor, *callbacks], devices=opts.devices, device=opts.device, num_nodes=opts.num_nodes,
+                           [monitor, *callbacks, *task_callbacks], devices=opts.devices, device=opts.device, num_nodes=opts.num_nodes,
                            clock=monitor, logger=opts.logger, run_name=f"{opts.task}-{task.preset.name}-{out.name}")
     ckpt = out / "checkpoints" / "last.ckpt"
     _external.prepare_backends(module, trainer.strategy.root_device)  # a first-use kernel build is not training time
@@ -271,6 +282,7 @@ def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, chec
     `clock`, the run's RunMonitor, has a time budget); DDP when devices > 1 or num_nodes > 1 (GPUs,
     or CPU processes with gloo)."""
     import lightning as L
+    from lightning.pytorch.callbacks import LearningRateMonitor
     from lightning.pytorch.loggers import CSVLogger
 
     from .callbacks import SafeCheckpoint, StepBar
@@ -289,7 +301,7 @@ def make_trainer(out: Path, max_steps: int, precision: str, log_every: int, chec
         precision="bf16-mixed" if precision == "bf16" else "32-true",
         logger=[CSVLogger(out, name="logs"), *experiment_loggers(logger, out, run_name)],  # version_N: a resumed run keeps the earlier logs
         log_every_n_steps=log_every,
-        callbacks=[*callbacks, *bar, ckpt],
+        callbacks=[*callbacks, *bar, ckpt, LearningRateMonitor(logging_interval="step")],
         enable_progress_bar=progress,
         enable_model_summary=False,
         num_sanity_val_steps=0,

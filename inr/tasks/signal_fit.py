@@ -96,7 +96,7 @@ class SignalFitModule(L.LightningModule):
         return loss
 
     def configure_optimizers(self):
-        return adam_with_decay(self.field.parameters(), self.train_cfg)
+        return adam_with_decay(self.field.parameters(), self.train_cfg, getattr(self, "decay_horizon", None))
 
     def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         retarget_learning_rate(checkpoint, float(self.train_cfg.lr))  # a resumed run may change train.lr

@@ -1,0 +1,116 @@
+"""Point clouds and meshes in the viewer: one file, or several side by side (`inr view noisy.ply
+denoised.ply`: the same shape before and after, placed one box-width apart with a checkbox
+each), with colours, estimated normals on demand, and the point size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import InputError
+
+MESH_SUFFIXES = (".obj", ".off", ".stl", ".glb", ".gltf")
+MAX_POINTS = 2_000_000  # more are subsampled for the browser (shown in the panel)
+
+
+def load_geometry(path: Path):
+    """('mesh', trimesh) or ('points', (points, colours or None)) of a file."""
+    import trimesh
+
+    suffix = path.suffix.lower()
+    if not path.is_file():
+        raise InputError(path, "no such file")
+    if suffix in MESH_SUFFIXES or suffix == ".ply":
+        try:
+            loaded = trimesh.load(path, force="mesh", process=False) if suffix != ".ply" else trimesh.load(path, process=False)
+        except Exception as exc:  # trimesh raises many kinds on a broken file
+            raise InputError(path, f"cannot be read ({type(exc).__name__}: {exc})") from None
+        if isinstance(loaded, trimesh.Trimesh) and len(loaded.faces):
+            return "mesh", loaded
+        if suffix != ".ply":
+            raise InputError(path, "holds no triangles")
+    from ..data.pointclouds import read_cloud
+
+    return "points", read_cloud(path, duplicates="drop")
+
+
+def _normals(points: np.ndarray, k: int = 16) -> np.ndarray:
+    """Unit normals by PCA of each point's k nearest neighbours (unoriented)."""
+    from scipy.spatial import cKDTree
+
+    _, idx = cKDTree(points).query(points, k=min(k, len(points)))
+    nb = points[idx] - points[idx].mean(1, keepdims=True)
+    _, _, vt = np.linalg.svd(nb, full_matrices=False)
+    return vt[:, -1]
+
+
+class CloudViewer:
+    def __init__(self, server, paths: List[Path]) -> None:
+        self.server, self.items = server, []
+        boxes = []
+        loaded = [(p, *load_geometry(p)) for p in paths]
+        for _, kind, data in loaded:
+            pts = np.asarray(data.vertices if kind == "mesh" else data[0])
+            boxes.append((pts.min(0), pts.max(0)))
+        width = max(float(hi[0] - lo[0]) for lo, hi in boxes)
+        self.diag = max(float(np.linalg.norm(hi - lo)) for lo, hi in boxes)
+        gui = server.gui
+        self.size = gui.add_slider("point size", min=0.0005, max=0.05, step=0.0005,
+                                   initial_value=round(min(max(self.diag / 250, 0.0005), 0.05), 4))
+        self.show_normals = gui.add_checkbox("normals (PCA of 16 neighbours)", initial_value=False)
+        for i, (path, kind, data) in enumerate(loaded):
+            offset = np.array([1.2 * width * i, 0.0, 0.0])
+            self.items.append(self._add(f"/{i}_{path.stem}", path, kind, data, offset))
+        self.size.on_update(lambda _: self._resize())
+        self.show_normals.on_update(lambda _: self._normals())
+        lo = np.min([b[0] for b in boxes], 0)
+        hi = np.max([b[1] for b in boxes], 0) + np.array([1.2 * width * (len(paths) - 1), 0, 0])
+        self.centre, self.extent = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
+
+    def _add(self, name: str, path: Path, kind: str, data, offset: np.ndarray) -> dict:
+        gui, scene = self.server.gui, self.server.scene
+        item = {"name": name, "kind": kind, "offset": offset, "normals": None}
+        if kind == "mesh":
+            mesh = data.copy()
+            mesh.apply_translation(offset)
+            item["handle"] = scene.add_mesh_trimesh(name, mesh)
+            item["points"] = np.asarray(mesh.vertices)
+            label = f"{path.name}: mesh, {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
+        else:
+            points, colors = data
+            shown = np.arange(len(points))
+            if len(points) > MAX_POINTS:
+                shown = np.random.default_rng(0).choice(len(points), MAX_POINTS, replace=False)
+            pts = points[shown] + offset
+            rgb = (colors[shown] * 255 + 0.5).astype(np.uint8) if colors is not None else np.array([60, 110, 200], np.uint8)
+            item["handle"] = scene.add_point_cloud(name, pts.astype(np.float32), rgb, point_size=float(self.size.value),
+                                                   point_shape="circle")
+            item["points"] = pts
+            label = f"{path.name}: {len(points):,} points" + (f" (showing {MAX_POINTS:,})" if len(points) > MAX_POINTS else "")
+        box = gui.add_checkbox(label, initial_value=True)
+        box.on_update(lambda _: setattr(item["handle"], "visible", bool(box.value)))
+        return item
+
+    def _resize(self) -> None:
+        for item in self.items:
+            if item["kind"] == "points":
+                item["handle"].point_size = float(self.size.value)
+
+    def _normals(self) -> None:
+        for item in self.items:
+            if not self.show_normals.value:
+                if item["normals"] is not None:
+                    item["normals"].visible = False
+                continue
+            if item["normals"] is None:
+                pts = item["points"][:: max(1, len(item["points"]) // 20_000)]
+                n = _normals(pts) * (0.02 * self.diag)
+                segments = np.stack([pts, pts + n], 1).astype(np.float32)
+                item["normals"] = self.server.scene.add_line_segments(f"{item['name']}_normals", segments, colors=(220, 60, 60))
+            item["normals"].visible = True
+
+    def connect(self, client) -> None:
+        client.camera.position = tuple((self.centre + np.array([0.0, -0.8, 0.45]) * self.extent).tolist())
+        client.camera.look_at = tuple(self.centre.tolist())

@@ -1,0 +1,78 @@
+"""`nerf train --viewer`: the NeRF viewer on the field while it trains.
+
+Frames are rendered in the training loop between steps (never beside a step, which would halve
+both on 2 cores), only for browsers owed one, and only while the time spent rendering stays
+under `cap` (default 10 %) of the training time so far; the viewer's time is inside the run's
+training clock, so its cost shows in rays/s and in the time-budget curve."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import lightning as L
+
+REFRESH_SECONDS = 2.0  # a resting browser gets a new full frame this often: the field changes
+
+
+class LiveViewer(L.Callback):
+    def __init__(self, scene, background: float, host: str = "127.0.0.1", port: int = 8080, cap: float = 0.1) -> None:
+        self.scene, self.background, self.host, self.port, self.cap = scene, background, host, port, cap
+        self.viewer = None
+        self._t0 = 0.0
+        self._last_refresh = 0.0
+        self._last_status = 0.0
+        self.curve_text = ""
+
+    def on_fit_start(self, trainer: "L.Trainer", module: "L.LightningModule") -> None:
+        if not trainer.is_global_zero:
+            return
+        from . import Viewer
+        from .nerf import NerfViewer
+
+        def content(server):
+            nerf = NerfViewer(server, module, self.scene, self.background)
+            nerf.live = True
+            return nerf
+
+        self.viewer = Viewer(content, self.host, self.port)
+        print(f"inr: live viewer at {self.viewer.url}", flush=True)
+
+    def on_train_start(self, trainer, module) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        if self.viewer is None:
+            return
+        now = time.perf_counter()
+        nerf = self.viewer.content
+        if now - self._last_status > 0.5:
+            self._last_status = now
+            metrics = trainer.callback_metrics
+            loss = metrics.get("loss")
+            nerf.status.content = (f"**training** step {trainer.global_step}"
+                                   + (f", loss {float(loss):.4g}" if loss is not None else "") + self.curve_text)
+        if now - self._last_refresh > REFRESH_SECONDS:
+            self._last_refresh = now
+            nerf.progressive.refresh()
+        budget = self.cap * (now - self._t0)
+        for client in list(self.viewer.server.get_clients().values()):
+            if nerf.progressive.render_seconds >= budget:
+                break
+            nerf.progressive.service(client)
+
+    def record(self, step: int, seconds: float, value: float) -> None:
+        self.curve_text = f"; test PSNR {value:.2f} dB at step {step} ({seconds:.0f} s)"
+
+    def on_train_end(self, trainer, module) -> None:
+        if self.viewer is not None:
+            nerf = self.viewer.content
+            print(f"inr: the live viewer rendered {nerf.progressive.frames} frames in "
+                  f"{nerf.progressive.render_seconds:.1f} s", flush=True)
+            self.viewer.stop()
+            self.viewer = None
+
+    def on_exception(self, trainer, module, exception) -> None:
+        if self.viewer is not None:
+            self.viewer.stop()
+            self.viewer = None
