@@ -14,10 +14,6 @@ def set_enabled(enabled: bool) -> None:
     _ENABLED = bool(enabled)
 
 
-def enabled() -> bool:
-    return _ENABLED
-
-
 def bar(iterable: Optional[Iterable] = None, desc: str = "", total: Optional[float] = None, unit: str = "it"):
     """tqdm over `iterable` (or a manual bar when None) that disappears when done; off when the
     process's switch is off."""

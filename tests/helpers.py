@@ -21,3 +21,13 @@ def tone(path: Path, seconds: float = 0.1, rate: int = 8000, channels: int = 1) 
     sig = np.stack([0.5 * np.sin(2 * np.pi * (220 * (c + 1)) * t) * np.exp(-3 * t) for c in range(channels)], -1)
     sf.write(path, sig, rate)
     return path
+
+
+def run_without_native(code: str) -> str:
+    """stdout of `python -c code` in a fresh process with the native kernels turned off."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "INR_NATIVE": "0"}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout

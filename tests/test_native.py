@@ -14,6 +14,8 @@ import torch
 from inr import _external
 from inr.encodings.hashgrid import HashGrid
 
+from .helpers import run_without_native
+
 GRIDS = [(1, 2, 8), (2, 2, 10), (2, 8, 6), (3, 2, 12), (3, 4, 10), (3, 1, 19), (4, 1, 10)]
 
 
@@ -115,9 +117,7 @@ def test_native_turned_off_falls_back_with_one_warning():
         "except MissingBackend as e:\n"
         "    print('refused:', e)\n"
     )
-    env = {**os.environ, "INR_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    first, second = out.strip().splitlines()
+    first, second = run_without_native(code).strip().splitlines()
     assert first == "torch 1"
     assert second.startswith("refused:") and "INR_NATIVE=0" in second
 

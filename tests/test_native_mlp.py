@@ -3,15 +3,13 @@ values and every gradient, at widths that are not multiples of the kernel's 16 l
 counts around its tile and chunk sizes; deterministic across thread counts; traced by
 torch.compile; the MLP network's backend switch and its fallback."""
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 from inr import native
 from inr.networks.mlp import MLP
+
+from .helpers import run_without_native
 
 
 def _reference(x, weights, biases):
@@ -150,6 +148,4 @@ def test_mlp_falls_back_to_torch_with_one_warning_when_native_is_off():
         "    net(torch.rand(4, 4)); net(torch.rand(4, 4))\n"
         "print(net.backend_for(torch.device('cpu')), len([m for m in w if 'native' in str(m.message)]))\n"
     )
-    env = {**os.environ, "INR_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "torch 1"
+    assert run_without_native(code).strip() == "torch 1"

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 // This file wants fused multiply-adds (the library is built with -ffp-contract=off so that the
@@ -82,19 +83,26 @@ inline void gemm_block(const float* A, int64_t lda, int64_t K, const float* W, i
     }
 }
 
+// Calls f(column, std::integral_constant<int, MV>) for each block of up to 4 vectors of M columns.
+template <typename F>
+inline void for_column_blocks(int64_t M, F&& f) {
+  for (int64_t c = 0; c < M; c += 4 * kLanes) {
+    switch (std::min<int64_t>(4, (M - c) / kLanes)) {
+      case 4: f(c, std::integral_constant<int, 4>{}); break;
+      case 3: f(c, std::integral_constant<int, 3>{}); break;
+      case 2: f(c, std::integral_constant<int, 2>{}); break;
+      default: f(c, std::integral_constant<int, 1>{}); break;
+    }
+  }
+}
+
 template <int R>
 inline void gemm_rows(const float* A, int64_t lda, int64_t K, const float* W, int64_t ldw, int64_t M, const float* bias,
                       float* C, int64_t ldc, Epilogue epilogue, const float* mask, int64_t ldm) {
-  for (int64_t c = 0; c < M; c += 4 * kLanes) {
-    const float* b = bias ? bias + c : nullptr;
-    const float* m = mask ? mask + c : nullptr;
-    switch (std::min<int64_t>(4, (M - c) / kLanes)) {
-      case 4: gemm_block<R, 4>(A, lda, K, W + c, ldw, b, C + c, ldc, epilogue, m, ldm); break;
-      case 3: gemm_block<R, 3>(A, lda, K, W + c, ldw, b, C + c, ldc, epilogue, m, ldm); break;
-      case 2: gemm_block<R, 2>(A, lda, K, W + c, ldw, b, C + c, ldc, epilogue, m, ldm); break;
-      default: gemm_block<R, 1>(A, lda, K, W + c, ldw, b, C + c, ldc, epilogue, m, ldm); break;
-    }
-  }
+  for_column_blocks(M, [&](int64_t c, auto mv) {
+    gemm_block<R, decltype(mv)::value>(A, lda, K, W + c, ldw, bias ? bias + c : nullptr, C + c, ldc, epilogue,
+                                       mask ? mask + c : nullptr, ldm);
+  });
 }
 
 // C[n, M] = A[n, K] @ W[K, M] (+ bias) with an epilogue; M a multiple of 16, n <= kTile.
@@ -127,14 +135,7 @@ inline void wgrad_block(int64_t n, const float* A, int64_t lda, const float* G, 
 
 template <int KB>
 inline void wgrad_cols(int64_t n, const float* A, int64_t lda, const float* G, int64_t M, float* dW) {
-  for (int64_t c = 0; c < M; c += 4 * kLanes) {
-    switch (std::min<int64_t>(4, (M - c) / kLanes)) {
-      case 4: wgrad_block<KB, 4>(n, A, lda, G + c, M, dW + c, M); break;
-      case 3: wgrad_block<KB, 3>(n, A, lda, G + c, M, dW + c, M); break;
-      case 2: wgrad_block<KB, 2>(n, A, lda, G + c, M, dW + c, M); break;
-      default: wgrad_block<KB, 1>(n, A, lda, G + c, M, dW + c, M); break;
-    }
-  }
+  for_column_blocks(M, [&](int64_t c, auto mv) { wgrad_block<KB, decltype(mv)::value>(n, A, lda, G + c, M, dW + c, M); });
 }
 
 // dW[K, M] += A[n, K]^T @ G[n, M]; db[M] += column sums of G

@@ -42,6 +42,7 @@ class MLP(Network):
             raise ValueError(f"backend must be 'auto', 'torch' or 'native', got {backend!r}")
         self.backend = backend
         self.__dict__["_backends"] = {}  # device type -> backend, resolved on the first call there
+        self.__dict__["_linears"] = [m for m in self.body if isinstance(m, nn.Linear)] + [self.head]  # not re-registered
 
     def backend_for(self, device: torch.device) -> str:
         """'native' or 'torch': what a forward pass on `device` runs."""
@@ -59,7 +60,6 @@ class MLP(Network):
         # under bf16 autocast torch's bf16 GEMMs beat the float32 kernel (bench_speed --only mlp)
         if (backend == "native" and x.dtype != torch.float64 and self.head.weight.dtype == torch.float32
                 and not torch.is_autocast_enabled("cpu")):
-            linears = [m for m in self.body if isinstance(m, nn.Linear)] + [self.head]
-            y = native.mlp(x.float(), [m.weight for m in linears], [m.bias for m in linears])
+            y = native.mlp(x.float(), [m.weight for m in self._linears], [m.bias for m in self._linears])
             return self.out_act(y)
         return self.out_act(self.head(self.body(x)))

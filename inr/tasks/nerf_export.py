@@ -45,15 +45,23 @@ def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30,
     h, w = view.images.shape[1:3]
     fx, fy, cx, cy = view.intrinsics[0].tolist()
     bg = BACKGROUNDS.get(config["preset"]["train"].get("eval_background", "white"), 1.0)
+    poses = orbit_poses(train.c2w, frames, (scene.aabb[:3] + scene.aabb[3:]) / 2)
+    images = render_poses(module, poses, (h, w), (fx, fy, cx, cy), bg)
+    h, w = write_video(out, images, fps)  # odd sizes are padded to even ones for H.264
+    return {"frames": frames, "width": w, "height": h, "fps": fps}
+
+
+def render_poses(module: NerfModule, poses: torch.Tensor, size, intrinsics, background: float) -> np.ndarray:
+    """(F, H, W, 3) uint8 frames of the field seen from each (4, 4) pose, with one camera's
+    `size` (H, W) and `intrinsics` (fx, fy, cx, cy)."""
+    h, w = size
     ii, jj = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
     pixels = torch.stack([ii, jj], -1).reshape(-1, 2)
     images = []
-    poses = orbit_poses(train.c2w, frames, (scene.aabb[:3] + scene.aabb[3:]) / 2)
     for c2w in progress.bar(poses, "frames", unit="frame"):
-        rgb = module.render_view(pinhole_rays(c2w, fx, fy, cx, cy, pixels), bg).view(h, w, 3)
-        images.append((rgb.numpy() * 255 + 0.5).astype(np.uint8))
-    h, w = write_video(out, np.stack(images), fps)  # odd sizes are padded to even ones for H.264
-    return {"frames": frames, "width": w, "height": h, "fps": fps}
+        rgb = module.render_view(pinhole_rays(c2w, *intrinsics, pixels), background).view(h, w, 3)
+        images.append((rgb.cpu().numpy() * 255 + 0.5).astype(np.uint8))
+    return np.stack(images)
 
 
 def _masked_density(module: NerfModule):

@@ -21,7 +21,7 @@ IMAGE_FORMATS = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp")
 VIDEO_FORMATS = (".mp4", ".gif")
 
 
-def _shape(run_dir: Path) -> list:
+def run_shape(run_dir: Path) -> list:
     metrics_path = run_dir / "metrics.json"
     if not metrics_path.is_file():
         raise InputError(run_dir, "has no metrics.json (the run did not finish)")
@@ -42,7 +42,7 @@ def render_image(run_dir: Path, scale: float, out: Path, level: Optional[int] = 
     if out.suffix.lower() not in IMAGE_FORMATS:
         raise InputError(out, "unsupported output image type (use .png, .jpg, .tif, .bmp or .webp)")
     module, config = load_run(run_dir, "image", SignalFitModule, device)
-    shape = _shape(run_dir)
+    shape = run_shape(run_dir)
     h, w = max(1, round(shape[0] * scale)), max(1, round(shape[1] * scale))
     if h * w > MAX_PIXELS:
         raise InputError(None, f"--scale {scale} asks for {w}x{h} pixels; the limit is {MAX_PIXELS:,}")
@@ -66,20 +66,20 @@ def render_video(run_dir: Path, out: Path, scale: float = 1.0, fps: Optional[flo
     if not out.parent.is_dir():
         raise InputError(out.parent, "no such folder")
     module, config = load_run(run_dir, "video", SignalFitModule, device)
-    t, h, w = _shape(run_dir)[:3]
+    t, h, w = run_shape(run_dir)[:3]
     src_fps = float(json.loads((run_dir / "metrics.json").read_text()).get("fps", 25.0))
     fps = float(fps or src_fps)
     frames = max(2, round(t * fps / src_fps))
     h2, w2 = max(1, round(h * scale)), max(1, round(w * scale))
     if frames * h2 * w2 > MAX_PIXELS * 4:
         raise InputError(None, f"{frames} frames of {w2}x{h2} is over the limit of {MAX_PIXELS * 4:,} pixels")
-    video = torch.cat([_frame(module, config, k, frames, t, (h2, w2)) for k in progress.bar(range(frames), "frames", unit="frame")])
+    video = torch.cat([video_frame(module, config, k, frames, t, (h2, w2)) for k in progress.bar(range(frames), "frames", unit="frame")])
     rgb = video if video.shape[-1] == 3 else video[..., :1].expand(*video.shape[:-1], 3)
     hw = write_video(out, (rgb.clamp(0, 1).cpu().numpy() * 255 + 0.5).astype(np.uint8), fps)
     return frames, hw[0], hw[1], fps
 
 
-def _frame(module, config, k: int, frames: int, t_src: int, hw) -> torch.Tensor:
+def video_frame(module, config, k: int, frames: int, t_src: int, hw) -> torch.Tensor:
     """Frame k of `frames` spread over the source's time span: the source's frame centres
     (2 i + 1) / T - 1 map onto the new ones, so frame 0 and the last are the source's."""
     value_range = tuple(config["preset"]["train"]["value_range"])

@@ -10,9 +10,8 @@ from __future__ import annotations
 import ipaddress
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 from .. import _external
 from ..errors import InputError
@@ -38,9 +37,11 @@ def check_host(host: str) -> None:
 
 
 class Viewer:
-    """A viser server with one content (NeRF, signal fit, clouds) and its per-browser threads."""
+    """A viser server with one content (NeRF, signal fit, clouds). `render_threads`: a thread per
+    browser renders its frames (the standalone viewer); False when the owner calls
+    `content.progressive.service` itself (the live viewer, from the training loop)."""
 
-    def __init__(self, content_factory, host: str = "127.0.0.1", port: int = 8080) -> None:
+    def __init__(self, content_factory, host: str = "127.0.0.1", port: int = 8080, render_threads: bool = True) -> None:
         viser = _viser()
         check_host(host)
         self.server = viser.ViserServer(host=host, port=port, verbose=False)
@@ -51,7 +52,7 @@ class Viewer:
         @self.server.on_client_connect
         def _(client) -> None:
             self.content.connect(client)
-            if progressive is not None and not getattr(self.content, "live", False):
+            if progressive is not None and render_threads:
                 progressive.run_thread(client, self.stopped)
 
         @self.server.on_client_disconnect
@@ -103,16 +104,13 @@ def content_for(paths: Sequence[Path], device: str = "auto"):
     return lambda server: CloudViewer(server, paths)
 
 
-def serve(paths: List[str], host: str = "127.0.0.1", port: int = 8080, device: str = "auto",
-          seconds: Optional[float] = None) -> None:
-    """Open the viewer on `paths` and serve until Ctrl-C (or for `seconds`)."""
+def serve(paths: List[str], host: str = "127.0.0.1", port: int = 8080, device: str = "auto") -> None:
+    """Open the viewer on `paths` and serve until Ctrl-C."""
     viewer = Viewer(content_for([Path(p) for p in paths], device), host, port)
     print(f"inr view: {viewer.url} (Ctrl-C stops)", flush=True)
-    deadline = None if seconds is None else time.monotonic() + seconds
     try:
-        while deadline is None or time.monotonic() < deadline:
-            time.sleep(0.2)
+        threading.Event().wait()  # the server runs in its own threads
     except KeyboardInterrupt:
-        pass
+        print("inr view: stopped", flush=True)
     finally:
         viewer.stop()

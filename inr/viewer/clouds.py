@@ -5,7 +5,7 @@ each), with colours, estimated normals on demand, and the point size."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List
 
 import numpy as np
 

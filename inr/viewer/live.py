@@ -8,7 +8,6 @@ training clock, so its cost shows in rays/s and in the time-budget curve."""
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 import lightning as L
 
@@ -30,12 +29,8 @@ class LiveViewer(L.Callback):
         from . import Viewer
         from .nerf import NerfViewer
 
-        def content(server):
-            nerf = NerfViewer(server, module, self.scene, self.background)
-            nerf.live = True
-            return nerf
-
-        self.viewer = Viewer(content, self.host, self.port)
+        self.viewer = Viewer(lambda server: NerfViewer(server, module, self.scene, self.background), self.host, self.port,
+                             render_threads=False)
         print(f"inr: live viewer at {self.viewer.url}", flush=True)
 
     def on_train_start(self, trainer, module) -> None:

@@ -202,22 +202,15 @@ class NerfViewer:
 
     def _video(self, poses: torch.Tensor) -> bytes:
         """An MP4 of the field along `poses`, at the first training camera's size and intrinsics."""
-        from ..render.rays import pinhole_rays
+        from ..tasks.nerf_export import render_poses
         from ..tasks.outputs import write_video
 
         split = self.scene.splits["train"]
-        h, w = split.images.shape[1:3]
-        fx, fy, cx, cy = split.intrinsics[0].tolist()
-        ii, jj = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
-        pixels = torch.stack([ii, jj], -1).reshape(-1, 2)
-        frames = []
         with self.lock:
-            for c2w in poses:
-                rgb = self.module.render_view(pinhole_rays(c2w, fx, fy, cx, cy, pixels), self.background).view(h, w, 3)
-                frames.append((rgb.cpu().numpy() * 255 + 0.5).astype(np.uint8))
+            frames = render_poses(self.module, poses, split.images.shape[1:3], split.intrinsics[0].tolist(), self.background)
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "orbit.mp4"
-            write_video(path, np.stack(frames), 30)
+            path = Path(tmp) / "video.mp4"
+            write_video(path, frames, 30)
             return path.read_bytes()
 
     def _mesh(self) -> bytes:
@@ -232,10 +225,11 @@ class NerfViewer:
     def _points(self) -> bytes:
         from ..tasks.nerf_export import points_of
 
+        from ..data.pointclouds import write_cloud
+
         with self.lock:
             pts, colors = points_of(self.module, self.scene, 200_000, 0.9, 0, crop=self.crop_tensor())
-        import trimesh
-
-        buf = io.BytesIO()
-        trimesh.PointCloud(pts, colors=(colors * 255 + 0.5).astype(np.uint8)).export(buf, file_type="ply")
-        return buf.getvalue()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "points.ply"
+            write_cloud(path, pts, colors)
+            return path.read_bytes()

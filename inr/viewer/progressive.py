@@ -57,10 +57,6 @@ class Progressive:
             state.dirty = True
             state.wake.set()
 
-    def wants_frame(self, client) -> bool:
-        state = self.states.get(client.client_id)
-        return state is not None and state.dirty
-
     def service(self, client) -> bool:
         """Render one frame for `client` if it is owed one; True when a frame was sent."""
         state = self.states.get(client.client_id)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..data.signal import grid_coords
-from ..tasks.render import _frame, _shape
+from ..tasks.render import run_shape, video_frame
 from ..tasks.run import load_run
 from ..tasks.signal_fit import SignalFitModule
 
@@ -35,7 +35,7 @@ class SignalViewer:
     def __init__(self, server, run: Path, task: str, device: str = "auto") -> None:
         self.server, self.run, self.task = server, Path(run), task
         self.module, self.config = load_run(self.run, task, SignalFitModule, device)
-        self.shape = _shape(self.run)
+        self.shape = run_shape(self.run)
         self.value_range = tuple(self.config["preset"]["train"]["value_range"])
         gui = server.gui
         gui.add_markdown(f"**{task} fit** `{self.run}`: preset `{self.config['preset'].get('name')}`")
@@ -76,7 +76,7 @@ class SignalViewer:
     @torch.no_grad()
     def _frame_image(self, k: int) -> np.ndarray:
         t, h, w = self.shape[:3]
-        img = _frame(self.module, self.config, k, t, t, (h, w))[0][..., :3]
+        img = video_frame(self.module, self.config, k, t, t, (h, w))[0][..., :3]
         img = img.expand(h, w, 3) if img.shape[-1] == 1 else img
         return (img.clamp(0, 1).cpu().numpy() * 255 + 0.5).astype(np.uint8)
 
