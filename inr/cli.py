@@ -65,6 +65,7 @@ TRAIN_COMMANDS = {  # command -> (task, input argument, what)
     "fit-image": ("image", "IMAGE", "fit a field to an image"),
     "fit-audio": ("audio", "AUDIO", "fit a field to an audio clip"),
     "fit-video": ("video", "VIDEO", "fit a field over (t, y, x) to a video"),
+    "fit-sdf": ("sdf", "INPUT", "fit a signed distance field to a mesh or an oriented point cloud; its zero level as a mesh"),
 }
 
 
@@ -92,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser("presets", help="list the bundled presets", description="List the bundled presets of each task.")
-    p.add_argument("--task", choices=["image", "audio", "video", "nerf", "pointcloud"], help="only this task's presets")
+    p.add_argument("--task", choices=["image", "audio", "video", "sdf", "nerf", "pointcloud"], help="only this task's presets")
     p = sub.add_parser("view", help="a web viewer for a NeRF run, an image/audio/video fit, or point clouds and meshes",
                        description="Open a local web viewer (viser) on PATH: a nerf run folder (progressive renders "
                        "from any camera, RGB/depth/accumulation, training cameras, crop box, orbit video and mesh/point "
@@ -121,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=positive_float, default=1.0, help="output size / training image size (default 1)")
     p.add_argument("--out", metavar="FILE", required=True, help="output image file (.png, .jpg, ...)")
     p.add_argument("--level", type=int, help="PINs fields: render this level only (0 = coarsest)")
+    _add_device(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("extract-mesh", help="the zero-level mesh of a fit-sdf run at any resolution",
+                       description="Marching cubes on the signed distance field of a fit-sdf run (evaluated only "
+                       "near the surface), in the input's units.")
+    p.add_argument("run", metavar="DIR", help="a fit-sdf run folder")
+    p.add_argument("--resolution", type=positive_int, default=512, help="lattice points per side (default 512; "
+                   "rounded up to a multiple of 8 cells)")
+    p.add_argument("--out", metavar="FILE", help="mesh file: .ply, .obj or .glb (default DIR/mesh-R.ply)")
     _add_device(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -398,6 +409,13 @@ def main(argv: Optional[List[str]] = None) -> int:
 
             n, h, w, fps = render_video(Path(args.run), Path(args.out), args.scale, args.fps, device=args.device)
             print(f"wrote {args.out} ({n} frames, {w}x{h}, {fps:g} fps)")
+            return 0
+        if args.command == "extract-mesh":
+            from .tasks.sdf import extract_run_mesh
+
+            r = extract_run_mesh(Path(args.run), args.out, args.resolution, device=args.device)
+            print(f"wrote {r['out']} ({r['vertices']:,} vertices, {r['faces']:,} faces, "
+                  f"{'watertight' if r['watertight'] else 'open'})")
             return 0
         if args.command == "compare":
             return cmd_compare(args)

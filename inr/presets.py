@@ -12,7 +12,7 @@ from ._config import from_dict_strict
 from ._resources import data_dir
 from .errors import InputError
 
-ALL_TASKS = ("image", "audio", "video", "nerf", "pointcloud")
+ALL_TASKS = ("image", "audio", "video", "sdf", "nerf", "pointcloud")
 
 
 def _check_precision(precision: str) -> None:
@@ -213,9 +213,63 @@ class PointCloudTrainConfig(OptimConfig):
     FLOATS = ("lr", "eps", "lr_final_factor", "voxels_per_diagonal")
 
 
+@dataclass
+class SdfTrainConfig(OptimConfig):
+    """How a signed distance field is fitted to oriented surface points (SIREN's loss, see
+    `inr.sdf`). Lengths are in the field's frame: the input's longest side spans 1.8."""
+
+    steps: int = 2000
+    lr: float = 1e-4
+    surface_batch: int = 8192
+    """Surface points (with their normals) per step."""
+    space_batch: int = 8192
+    """Points off the surface per step: uniform in the box, and a `near_share` of them near it."""
+    near_share: float = 0.0
+    """Share of the space points drawn as surface points plus Gaussian noise of `near_std`
+    (eikonal term only); the rest are uniform in [-1, 1]^3 (eikonal and off-surface terms)."""
+    near_std: float = 0.02
+    gradient: str = "analytic"
+    """'analytic' (autograd, twice differentiable networks such as SIREN) or 'numerical'
+    (central differences of step grad_step, any network: the hash-grid presets)."""
+    grad_step: Tuple[float, float] = (0.02, 0.002)
+    """Numerical gradients: the difference step at the run's start and end (geometric decay
+    over the run, like the learning rate), coarse first as in Neuralangelo."""
+    sphere_prior: float = 0.0
+    """> 0: the field is network + (|x| - sphere_prior), so that training starts from a sphere
+    of that radius (far space positive from step 0); 0: the network alone (SIREN's setting)."""
+    w_sdf: float = 3e3
+    w_normal: float = 1e2
+    w_eikonal: float = 5e1
+    w_off_surface: float = 1e2
+    off_surface_alpha: float = 100.0
+    w_sign: float = 0.0
+    """> 0: the sign term (see `inr.sdf.sdf_loss_terms`): space points farther than sign_margin
+    from the surface points must have the sign of their side of the nearest point's tangent plane."""
+    sign_margin: float = 0.02
+    mesh_resolution: int = 256
+    """Marching-cubes lattice points per side of the run's mesh.ply (any other: inr extract-mesh)."""
+
+    FLOATS = ("lr", "eps", "lr_final_factor", "near_share", "near_std", "sphere_prior", "w_sdf", "w_normal",
+              "w_eikonal", "w_off_surface", "off_surface_alpha", "w_sign", "sign_margin")
+    POSITIVE = ("steps", "eval_every", "checkpoint_every", "surface_batch", "space_batch", "mesh_resolution")
+
+    def check(self) -> None:
+        self.grad_step = tuple(float(v) for v in self.grad_step)  # type: ignore[assignment]
+        if self.gradient not in ("analytic", "numerical"):
+            raise ValueError(f"train.gradient must be 'analytic' or 'numerical', got {self.gradient!r}")
+        if len(self.grad_step) != 2 or min(self.grad_step) <= 0:
+            raise ValueError(f"train.grad_step must be two steps > 0 (start, end), got {list(self.grad_step)}")
+        if not 0 <= self.near_share <= 1:
+            raise ValueError(f"train.near_share must be in [0, 1], got {self.near_share}")
+        if self.sphere_prior < 0 or self.near_std <= 0 or self.w_sign < 0 or self.sign_margin < 0:
+            raise ValueError("train.sphere_prior, w_sign and sign_margin must be >= 0, train.near_std > 0")
+        if self.mesh_resolution < 8:
+            raise ValueError(f"train.mesh_resolution must be >= 8, got {self.mesh_resolution}")
+
+
 def _field_config(task: str):
     """The field (model) config class of a task's presets, imported only when needed."""
-    if task in SIGNAL_TASKS:
+    if task in SIGNAL_TASKS or task == "sdf":
         from .fields import FieldConfig
 
         return FieldConfig
@@ -229,8 +283,8 @@ def _field_config(task: str):
 
 
 SIGNAL_TASKS = ("image", "audio", "video")
-TRAIN_CONFIGS = {"image": TrainConfig, "audio": TrainConfig, "video": TrainConfig, "nerf": NerfTrainConfig,
-                 "pointcloud": PointCloudTrainConfig}
+TRAIN_CONFIGS = {"image": TrainConfig, "audio": TrainConfig, "video": TrainConfig, "sdf": SdfTrainConfig,
+                 "nerf": NerfTrainConfig, "pointcloud": PointCloudTrainConfig}
 """Every task's train config; its field config comes from `_field_config`."""
 
 

@@ -148,6 +148,25 @@ def test_signal_fit_steps_follow_their_input():
     assert pred.shape == (16, 3)
 
 
+def test_sdf_fit_steps_and_mesh_lattice_follow_their_input():
+    from inr.render.extract import sdf_lattice
+    from inr.tasks.sdf import sdf_slice
+    from inr.tasks.sdf_fit import SdfData, SdfFitModule
+
+    pts = torch.nn.functional.normalize(torch.randn(500, 3), dim=-1) * 0.5
+    for gradient, field in (("numerical", {"encoding": "hashgrid", "encoding_options": {"log2_table": 10, "n_levels": 4}}),
+                            ("analytic", {"network": "siren", "network_options": {"hidden": 16, "layers": 1}})):
+        train = {"gradient": gradient, "surface_batch": 64, "space_batch": 64, "near_share": 0.5, "w_sign": 10.0}
+        module = SdfFitModule(field, train, {"centre": [0.0, 0.0, 0.0], "scale": 1.0})
+        data = SdfData(pts, pts / 0.5, module.train_cfg)
+        _steps(module, iter(data._batches()))
+    with factories_elsewhere():
+        values, mask = sdf_lattice(module.sdf_eval, 17, device=pts.device)
+        image = sdf_slice(module, size=8)
+        world = module.to_world(pts[:4])
+    assert values.shape == (17, 17, 17) and image.shape == (8, 8, 3) and world.device == pts.device
+
+
 def test_nerf_steps_and_renders_follow_their_input():
     from inr.data.scenes import SceneSplit
     from inr.presets import load_nerf_preset

@@ -51,7 +51,7 @@ def test_eager_and_compiled_fits_agree(signals, tmp_path):
 
 
 def test_preset_files_validate():
-    for kind in ("image", "audio"):
+    for kind in ("image", "audio", "video", "sdf"):
         for name in available_presets(kind):
             p = load_preset(name, kind)
             assert p.description and p.task == kind

@@ -39,13 +39,21 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
 
     duplicates: 'error' (an InputError when two points are equal) or 'drop' (keep the first).
     """
+    points, colors, _ = read_oriented_cloud(path, duplicates)
+    return points, colors
+
+
+def read_oriented_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """`read_cloud` plus the file's normals ((N, 3) float64, or None when it has none: XYZ, NPY
+    with fewer than 9 columns, PLY/PCD without nx ny nz; without open3d PLY normals are not read).
+    NPY columns: x y z [r g b [nx ny nz]]."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
-    colors = None
+    colors = normals = None
     if suffix == ".npy":
         try:
             data = np.load(path, allow_pickle=False)
@@ -59,6 +67,8 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
         if data.shape[1] >= 6:
             c = data[:, 3:6].astype(np.float64)
             colors = c / 255.0 if c.max(initial=0) > 1 else c
+        if data.shape[1] >= 9:
+            normals = data[:, 6:9].astype(np.float64)
     else:
         if suffix in (".ply", ".xyz") and not _looks_like(path, suffix):
             raise InputError(path, f"is not a {suffix[1:].upper()} point cloud")
@@ -68,17 +78,26 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
             points = np.asarray(cloud.points, dtype=np.float64)
             if cloud.has_colors():
                 colors = np.asarray(cloud.colors, dtype=np.float64)
+            if cloud.has_normals():
+                normals = np.asarray(cloud.normals, dtype=np.float64)
         else:
             points, colors = _read_without_open3d(path, suffix)
         if len(points) == 0 and path.stat().st_size > 0 and suffix == ".xyz":
             raise InputError(path, "is not an XYZ point cloud (expected lines of 3 numbers)")
     check_points(points, path, duplicates)
+    if normals is not None:
+        length = np.linalg.norm(normals, axis=1)
+        if not np.isfinite(normals).all() or (length < 1e-12).any():
+            bad = int((~np.isfinite(length) | (length < 1e-12)).sum())
+            raise InputError(path, f"{bad} of {len(points)} normals are zero, NaN or infinite")
+        normals = normals / length[:, None]
     if duplicates == "drop":
         _, first = np.unique(points, axis=0, return_index=True)
         keep = np.sort(first)
         points = points[keep]
         colors = None if colors is None else colors[keep]
-    return points, colors
+        normals = None if normals is None else normals[keep]
+    return points, colors, normals
 
 
 def _looks_like(path: Path, suffix: str) -> bool:
@@ -118,8 +137,10 @@ def check_points(points: np.ndarray, path, duplicates: str = "error") -> None:
             raise InputError(path, f"{dup} of {n} points repeat an earlier point exactly; remove them (--drop-duplicates)")
 
 
-def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None) -> None:
-    """Write atomically (a temporary file in the same folder, then renamed)."""
+def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None) -> None:
+    """Write atomically (a temporary file in the same folder, then renamed). Normals go to
+    PLY/PCD (nx ny nz, through open3d) and NPY (columns 7-9, colours then being 4-6, zero when
+    there are none); XYZ has no place for them."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
@@ -129,16 +150,20 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None) -
     tmp = path.with_name(f".tmp-{path.name}")
     try:
         if suffix == ".npy":
-            data = points if colors is None else np.concatenate([points, colors], 1)
+            cols = [points] if colors is None and normals is None else [
+                points, np.zeros_like(points) if colors is None else colors]
+            data = np.concatenate(cols + ([] if normals is None else [normals]), 1)
             with tmp.open("wb") as f:
                 np.save(f, data.astype(np.float32))
-        elif not _has_open3d() and suffix in (".ply", ".xyz"):
+        elif not _has_open3d() and (suffix == ".xyz" or (suffix == ".ply" and normals is None)):
             _write_without_open3d(tmp, suffix, np.asarray(points, np.float64), colors)
         else:
-            o3d = _open3d(path, "PCD files need open3d")
+            o3d = _open3d(path, "PCD files and PLY normals need open3d")
             cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
             if colors is not None:
                 cloud.colors = o3d.utility.Vector3dVector(np.asarray(colors, np.float64))
+            if normals is not None:
+                cloud.normals = o3d.utility.Vector3dVector(np.asarray(normals, np.float64))
             if not o3d.io.write_point_cloud(str(tmp), cloud, format=suffix[1:]):
                 raise InputError(path, "open3d could not write it")
         os.replace(tmp, path)

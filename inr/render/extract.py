@@ -84,3 +84,67 @@ def _density_gradient(density_fn: DensityFn, points: torch.Tensor, h: float, chu
         g = torch.stack([(density_fn(p + eye[a]) - density_fn(p - eye[a])).reshape(-1) for a in range(3)], -1)
         out.append(torch.nn.functional.normalize(g.float(), dim=-1))
     return torch.cat(out) if out else torch.zeros(0, 3, device=points.device)
+
+
+def sdf_lattice(sdf_fn: DensityFn, resolution: int, block: int = 4, margin: float = 1.5,
+                chunk: int = 1 << 16, device=None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """A signed distance field on a lattice over [-1, 1]^3, evaluated where the surface can be.
+
+    The lattice has `resolution` points per side, rounded up so that its cells split into blocks
+    of `block`^3. The field is first evaluated at the block corners; a block whose corners all
+    have one sign and |f| >= margin x the block's diagonal cannot hold the zero level of a
+    distance field (|grad f| ~ 1), so its points are filled by trilinear interpolation of its
+    corners (same sign, no surface); all other blocks are evaluated point by point. The work
+    grows with the surface's area instead of the volume.
+
+    Returns:
+        values (R, R, R) float32 (point (i, j, k) at -1 + (i, j, k) * 2 / (R - 1)), and the
+        evaluated points as a bool mask of the same shape.
+    """
+    blocks = max(1, -(-(resolution - 1) // block))
+    res = blocks * block + 1
+    dev = torch.device("cpu") if device is None else torch.device(device)
+    axis = torch.linspace(-1.0, 1.0, blocks + 1, device=dev)
+    corners = torch.stack(torch.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
+    coarse = torch.cat([sdf_fn(c).reshape(-1).float() for c in torch.split(corners, chunk)]).view((blocks + 1,) * 3)
+    # the 8 corners of every block: (blocks,)^3 x 8
+    cube = torch.stack([coarse[i : i + blocks, j : j + blocks, k : k + blocks]
+                        for i in (0, 1) for j in (0, 1) for k in (0, 1)], -1)
+    diagonal = 3**0.5 * 2.0 / blocks
+    active = (cube.amin(-1) <= 0) & (cube.amax(-1) >= 0) | (cube.abs().amin(-1) < margin * diagonal)
+    values = torch.nn.functional.interpolate(coarse[None, None], size=(res,) * 3, mode="trilinear", align_corners=True)[0, 0]
+    cells = active.repeat_interleave(block, 0).repeat_interleave(block, 1).repeat_interleave(block, 2)
+    mask = torch.nn.functional.max_pool3d(torch.nn.functional.pad(cells.float(), (1, 1, 1, 1, 1, 1))[None, None],
+                                          kernel_size=2, stride=1)[0, 0] > 0
+    idx = mask.nonzero()
+    points = idx.float() * (2.0 / (res - 1)) - 1.0
+    starts = progress.bar(range(0, len(points), chunk), f"SDF near the surface ({len(points):,} of {res ** 3:,} points)",
+                          unit="chunk")
+    if len(points):
+        vals = torch.cat([sdf_fn(points[k : k + chunk]).reshape(-1).float() for k in starts])
+        values[idx[:, 0], idx[:, 1], idx[:, 2]] = vals
+    return values, mask
+
+
+def zero_level_mesh(values: torch.Tensor, mask: Optional[torch.Tensor] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """Marching cubes at level 0 of a signed distance lattice over [-1, 1]^3 (negative inside),
+    only in the masked cells when a mask is given. Not padded: an open surface stays open where
+    it meets the box.
+
+    Returns:
+        vertices (V, 3) float32 in the lattice's [-1, 1] coordinates, faces (F, 3) int64 with
+        outward normals (right hand).
+    Raises:
+        ValueError if the field does not change sign.
+    """
+    from skimage.measure import marching_cubes
+
+    grid = values.detach().cpu().numpy()
+    lo, hi = float(grid.min()), float(grid.max())
+    if not (lo < 0 < hi):
+        raise ValueError(f"no zero level: the field ranges over [{lo:.3g}, {hi:.3g}] in the box")
+    res = grid.shape[0]
+    spacing = 2.0 / (res - 1)
+    m = None if mask is None else mask.detach().cpu().numpy()
+    verts, faces, _, _ = marching_cubes(grid, level=0.0, spacing=(spacing,) * 3, mask=m)
+    return (verts - 1.0).astype(np.float32), faces.astype(np.int64)

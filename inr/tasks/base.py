@@ -123,6 +123,6 @@ def register_task(name: str):
 
 
 def get_task(name: str) -> Type[Task]:
-    from . import audio, image, nerf_fit, pointcloud, video  # noqa: F401  (registration)
+    from . import audio, image, nerf_fit, pointcloud, sdf, video  # noqa: F401  (registration)
 
     return TASKS.get(name)

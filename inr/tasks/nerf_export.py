@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -16,22 +15,10 @@ from ..render.extract import extract_mesh
 from ..render.rays import orbit_poses, pinhole_rays
 from .nerf import BACKGROUNDS, NerfModule
 from .nerf_fit import load_nerf_run
-from .outputs import write_video
+from .outputs import MESH_FORMATS, check_suffix, write_mesh, write_video  # noqa: F401  (re-exported)
 
 VIDEO_FORMATS = (".mp4", ".gif")
-MESH_FORMATS = (".ply", ".obj", ".glb")
 POINT_FORMATS = (".ply", ".pcd", ".xyz")
-
-
-def check_suffix(path: Path, allowed, what: str) -> None:
-    if path.suffix.lower() not in allowed:
-        raise InputError(path, f"unsupported {what} format {path.suffix or '(none)'}; use one of {', '.join(allowed)}")
-    if not path.parent.is_dir():
-        raise InputError(path.parent, "no such folder")
-
-
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".tmp-{path.name}")  # same suffix: writers pick the format from it
 
 
 def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30,
@@ -87,12 +74,7 @@ def export_mesh(run_dir: Path, out: Path, resolution: int = 256, threshold: Opti
     except ValueError as exc:
         raise InputError(run_dir, f"cannot extract a mesh: {exc}") from None
     level = default_threshold(module) if threshold is None else float(threshold)
-    tmp = _tmp(out)
-    try:
-        mesh.export(tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_mesh(out, mesh)
     return {"vertices": len(mesh.vertices), "faces": len(mesh.faces), "threshold": level, "resolution": resolution,
             "watertight": bool(mesh.is_watertight)}
 

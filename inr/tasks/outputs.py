@@ -29,6 +29,29 @@ def write_json(path: Path, data: Dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+MESH_FORMATS = (".ply", ".obj", ".glb")
+
+
+def check_suffix(path: Path, allowed, what: str) -> None:
+    """An InputError unless `path` has one of the `allowed` suffixes and its folder exists."""
+    from ..errors import InputError
+
+    if path.suffix.lower() not in allowed:
+        raise InputError(path, f"unsupported {what} format {path.suffix or '(none)'}; use one of {', '.join(allowed)}")
+    if not path.parent.is_dir():
+        raise InputError(path.parent, "no such folder")
+
+
+def write_mesh(path: Path, mesh) -> None:
+    """Write a trimesh atomically (.ply, .obj, .glb: trimesh picks the format from the suffix)."""
+    tmp = path.with_name(f".tmp-{path.name}")
+    try:
+        mesh.export(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def image_to_array(img: torch.Tensor, bit_depth: int = 8) -> np.ndarray:
     """(H, W, C) in [0, 1] -> uint8 or uint16 array for imageio (C = 1 is written as gray)."""
     a = img.detach().clamp(0, 1).cpu().numpy()

@@ -1,0 +1,127 @@
+"""Surfaces as oriented points: a mesh file (points sampled on its faces, with the face normals)
+or a point-cloud file (its normals, or normals estimated and oriented with open3d).
+
+Every problem with an input is an InputError naming the file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..errors import InputError
+from .pointclouds import FORMATS as CLOUD_FORMATS
+from .pointclouds import _open3d, read_oriented_cloud
+
+MESH_FORMATS = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
+NORMAL_NEIGHBOURS = 30
+"""Neighbours of the PCA normal estimate (open3d's KNN search)."""
+ORIENT_NEIGHBOURS = 15
+"""Neighbours of the Riemannian graph along which normals are made consistent (open3d)."""
+
+
+@dataclass
+class Surface:
+    """Oriented surface points (float64) and where they came from."""
+
+    points: np.ndarray
+    normals: np.ndarray
+    source: str
+    """'mesh' (sampled on faces) or 'points'."""
+    normals_from: str
+    """'faces', 'file' or 'estimated'."""
+    path: str
+
+
+def read_mesh(path) -> "object":
+    """A trimesh.Trimesh with at least one face, or None when the file holds points only
+    (a PLY point cloud). Other problems are InputErrors."""
+    import trimesh
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "no such file")
+    suffix = path.suffix.lower()
+    if suffix not in MESH_FORMATS:
+        raise InputError(path, f"unsupported mesh format {suffix or '(none)'}; use one of {', '.join(MESH_FORMATS)}")
+    try:
+        geom = trimesh.load(path, process=True)
+    except Exception as exc:  # trimesh raises many types for bad files
+        raise InputError(path, f"cannot be read as a mesh ({type(exc).__name__}: {exc})") from None
+    if isinstance(geom, trimesh.Scene):
+        geom = geom.to_geometry() if geom.geometry else None
+    if geom is None or isinstance(geom, trimesh.PointCloud) or not hasattr(geom, "faces") or len(geom.faces) == 0:
+        if suffix == ".ply":
+            return None
+        raise InputError(path, "holds no faces")
+    if not np.isfinite(geom.vertices).all():
+        raise InputError(path, "has NaN or infinite vertex coordinates")
+    if geom.area <= 0:
+        raise InputError(path, "has faces of zero total area")
+    return geom
+
+
+def estimate_normals(points: np.ndarray, path=None) -> np.ndarray:
+    """Unit normals of a cloud: PCA over NORMAL_NEIGHBOURS neighbours, made consistent along a
+    neighbour graph (open3d's orient_normals_consistent_tangent_plane), then turned outwards as
+    a whole (pointing away from the centroid on average). Thin or open parts may come out
+    flipped: give normals when the scanner has them."""
+    o3d = _open3d(path, "estimating normals needs open3d (or give a cloud with normals)")
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
+    cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(NORMAL_NEIGHBOURS))
+    if len(points) > ORIENT_NEIGHBOURS + 1:
+        cloud.orient_normals_consistent_tangent_plane(ORIENT_NEIGHBOURS)
+    normals = np.asarray(cloud.normals, dtype=np.float64)
+    return orient_outwards(points, normals)
+
+
+def orient_outwards(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
+    """normals, or all of them flipped, whichever points away from the centroid on average."""
+    outward = float(np.sum((points - points.mean(0)) * normals))
+    return normals if outward >= 0 else -normals
+
+
+def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: str = "drop") -> Surface:
+    """The oriented points of a mesh (mesh_points samples, area-uniform, with face normals) or of
+    a point cloud (all its points; normals from the file or estimated)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "no such file")
+    suffix = path.suffix.lower()
+    if suffix not in set(MESH_FORMATS) | set(CLOUD_FORMATS):
+        raise InputError(path, f"unsupported format {suffix or '(none)'}; meshes: {', '.join(MESH_FORMATS)}; "
+                         f"point clouds: {', '.join(CLOUD_FORMATS)}")
+    mesh = read_mesh(path) if suffix in MESH_FORMATS else None
+    if mesh is not None:
+        import trimesh
+
+        pts, faces = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed)
+        return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
+                       str(path))
+    points, _, normals = read_oriented_cloud(path, duplicates)
+    if len(points) < 10:
+        raise InputError(path, f"holds {len(points)} points; a surface needs at least 10")
+    if normals is not None:
+        return Surface(points, normals, "points", "file", str(path))
+    return Surface(points, estimate_normals(points, path), "points", "estimated", str(path))
+
+
+def surface_metrics(points: np.ndarray, normals: Optional[np.ndarray], ref_points: np.ndarray,
+                    ref_normals: Optional[np.ndarray], threshold: float) -> dict:
+    """Chamfer-L1, F-score (`inr.pointcloud.metrics.compare`) of points against ref_points, and,
+    with both normal sets, normal consistency: the mean over both directions of |n . n'| between
+    each point and its nearest point of the other set (1 = parallel, orientation ignored)."""
+    from ..pointcloud.metrics import compare
+
+    out = compare(points, ref_points, threshold)
+    if normals is not None and ref_normals is not None:
+        from scipy.spatial import cKDTree
+
+        _, to_ref = cKDTree(ref_points).query(points, k=1, workers=-1)
+        _, to_pts = cKDTree(points).query(ref_points, k=1, workers=-1)
+        a = np.abs(np.sum(normals * ref_normals[to_ref], 1)).mean()
+        b = np.abs(np.sum(ref_normals * normals[to_pts], 1)).mean()
+        out["normal_consistency"] = float((a + b) / 2)
+    return out

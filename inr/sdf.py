@@ -1,0 +1,128 @@
+"""Signed distance fields from oriented points: the frame they are fitted in, gradients of a field
+(analytic through autograd, or central differences), and the loss terms of SIREN's SDF fit.
+
+A field f: R^3 -> R is fitted so that f(x) = 0 and grad f(x) = n on the surface points (x, n),
+|grad f| = 1 everywhere (eikonal) and |f| is not small away from the surface (exp(-alpha |f|)
+on random points). Negative inside, positive outside: grad f points out of the shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple
+
+import numpy as np
+import torch
+
+FieldFn = Callable[[torch.Tensor], torch.Tensor]
+
+BOX_HALF_EXTENT = 0.9
+"""The surface points are fitted into [-0.9, 0.9]^3 of the field's [-1, 1]^3 box: a margin for
+the closed surface around them and for the random points beyond it."""
+
+
+@dataclass
+class Frame:
+    """x_field = (x - centre) * scale: the input's bounding box centred and its longest side
+    scaled to 2 * BOX_HALF_EXTENT."""
+
+    centre: Tuple[float, float, float]
+    scale: float
+
+    @classmethod
+    def fit(cls, points: np.ndarray) -> "Frame":
+        lo, hi = points.min(0), points.max(0)
+        extent = float((hi - lo).max())
+        if not extent > 0:
+            raise ValueError("the points span no volume")
+        return cls(tuple(float(c) for c in (lo + hi) / 2), 2 * BOX_HALF_EXTENT / extent)
+
+    def to_field(self, x: np.ndarray) -> np.ndarray:
+        return (x - np.asarray(self.centre)) * self.scale
+
+    def to_world(self, x: np.ndarray) -> np.ndarray:
+        return x / self.scale + np.asarray(self.centre)
+
+
+def analytic_gradient(fn: FieldFn, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(f(x) (N,), grad f(x) (N, 3)) through autograd, differentiable again (create_graph) so
+    that a loss on the gradient trains the field. Needs a field that is twice differentiable
+    in torch (SIREN; not the native MLP, which has no double backward)."""
+    with torch.enable_grad():
+        x = x.detach().requires_grad_(True)
+        f = fn(x).reshape(-1)
+        (g,) = torch.autograd.grad(f, x, torch.ones_like(f), create_graph=True)
+    return f, g
+
+
+def numerical_gradient(fn: FieldFn, x: torch.Tensor, step: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(f(x) (N,), central-difference gradient (N, 3)): (f(x + h e_i) - f(x - h e_i)) / 2h, all
+    seven evaluations in one call of fn. Differentiable once, as a function of the field's
+    parameters (Neuralangelo's numerical gradients: no second derivatives of the network)."""
+    n = x.shape[0]
+    offsets = torch.cat([torch.zeros(1, 3, dtype=x.dtype, device=x.device),
+                         step * torch.eye(3, dtype=x.dtype, device=x.device),
+                         -step * torch.eye(3, dtype=x.dtype, device=x.device)])
+    values = fn((x.unsqueeze(0) + offsets.unsqueeze(1)).reshape(-1, 3)).reshape(7, n)
+    return values[0], (values[1:4] - values[4:7]).T / (2 * step)
+
+
+@dataclass
+class LossWeights:
+    """SIREN's SDF loss weights and off-surface sharpness."""
+
+    sdf: float = 3e3
+    normal: float = 1e2
+    eikonal: float = 5e1
+    off_surface: float = 1e2
+    alpha: float = 100.0
+    sign: float = 0.0
+
+
+def sdf_loss_terms(f_surface: torch.Tensor, g_surface: torch.Tensor, normals: torch.Tensor, f_space: torch.Tensor,
+                   g_space: torch.Tensor, n_uniform: int, w: LossWeights,
+                   space_sign: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+    """The weighted terms (each a scalar) of the SDF loss.
+
+    f_surface, g_surface, normals: values, gradients and normals at the surface points;
+    f_space, g_space: at the space points, of which the first n_uniform are uniform in the box
+    and count in the off-surface term (near-surface samples only count in the eikonal);
+    space_sign (M,): the side of the surface each space point is on (+1 outside, -1 inside, 0
+    unknown), for the sign term w.sign * mean(relu(-sign * f)), which removes sheets of the
+    zero level that the other terms allow (a field of the wrong sign in a whole region still
+    has |grad f| = 1 and |f| large).
+    """
+    eik = torch.cat([g_surface, g_space]).norm(dim=-1)
+    terms = {
+        "sdf": w.sdf * f_surface.abs().mean(),
+        "normal": w.normal * (1 - torch.nn.functional.cosine_similarity(g_surface, normals, dim=-1)).mean(),
+        "eikonal": w.eikonal * (eik - 1).abs().mean(),
+    }
+    if n_uniform > 0:
+        terms["off_surface"] = w.off_surface * torch.exp(-w.alpha * f_space[:n_uniform].abs()).mean()
+    if w.sign > 0 and space_sign is not None:
+        terms["sign"] = w.sign * torch.relu(-space_sign * f_space).mean()
+    return terms
+
+
+def side_lattice(points: np.ndarray, normals: np.ndarray, margin: float, resolution: int = 64) -> torch.Tensor:
+    """(R, R, R) int8 over [-1, 1]^3: at each lattice point, +1 if it lies on the outer side of
+    its nearest surface point's tangent plane ((q - p) . n > 0), -1 on the inner side, 0 within
+    margin + half a cell diagonal of the surface (there noise in points and normals, and the
+    lookup's rounding, make the side unreliable). One nearest-neighbour search of R^3 points,
+    done once; `lookup_side` then costs an index per query."""
+    from scipy.spatial import cKDTree
+
+    axis = np.linspace(-1.0, 1.0, resolution)
+    q = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
+    dist, idx = cKDTree(points).query(q, k=1, workers=-1)
+    side = np.sign(np.sum((q - points[idx]) * normals[idx], axis=1))
+    side[dist < margin + 3**0.5 / (resolution - 1)] = 0
+    return torch.from_numpy(side.astype(np.int8)).view(resolution, resolution, resolution)
+
+
+def lookup_side(lattice: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """(N,) float: the side lattice at the lattice point nearest to each x in [-1, 1]^3."""
+    res = lattice.shape[0]
+    i = ((x.clamp(-1, 1) + 1) * ((res - 1) / 2)).round().long()
+    return lattice[i[:, 0], i[:, 1], i[:, 2]].to(x.dtype)

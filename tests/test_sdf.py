@@ -1,0 +1,162 @@
+"""Signed distance fields: gradients, loss terms, the sparse lattice and marching cubes against
+analytic shapes, reading oriented surfaces, and `inr fit-sdf` / `inr extract-mesh` end to end."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from inr import progress
+from inr.cli import main
+from inr.render.extract import lattice_points, sdf_lattice, zero_level_mesh
+from inr.sdf import Frame, LossWeights, analytic_gradient, lookup_side, numerical_gradient, sdf_loss_terms, side_lattice
+
+progress.set_enabled(False)
+
+
+def sphere_sdf(r=0.5013):  # a radius off the lattice: no lattice point lies exactly on the surface
+    return lambda x: x.norm(dim=-1) - r
+
+
+def test_gradients_of_a_quadratic_are_exact():
+    x = torch.tensor([[0.3, -0.2, 0.1], [0.0, 0.5, -0.7]], dtype=torch.float64)
+    fn = lambda p: (p**2).sum(-1) + 3 * p[:, 0]  # noqa: E731  grad = 2x + (3, 0, 0)
+    want = 2 * x + torch.tensor([3.0, 0, 0], dtype=torch.float64)
+    f, g = numerical_gradient(fn, x, 0.1)  # central differences are exact on quadratics at any step
+    assert torch.allclose(g, want, atol=1e-12) and torch.allclose(f, fn(x))
+    f, g = analytic_gradient(fn, x)
+    assert torch.allclose(g, want, atol=1e-12)
+
+
+def test_numerical_gradient_trains_the_parameters():
+    w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    _, g = numerical_gradient(lambda p: p @ w, torch.rand(5, 3), 0.01)
+    g.sum().backward()  # d/dw of sum over points of grad(p . w) = d/dw (5 * sum(w)) = 5
+    assert torch.allclose(w.grad, torch.full((3,), 5.0), atol=1e-4)
+
+
+def test_loss_terms_vanish_on_an_exact_sdf_and_the_sign_term_sees_a_flipped_region():
+    torch.manual_seed(0)
+    fn = sphere_sdf(0.5)
+    surface = torch.nn.functional.normalize(torch.randn(256, 3, dtype=torch.float64), dim=-1) * 0.5
+    space = torch.rand(256, 3, dtype=torch.float64) * 2 - 1
+    fs, gs = analytic_gradient(fn, surface)
+    fx, gx = analytic_gradient(fn, space)
+    sign = torch.sign(fn(space))
+    w = LossWeights(sign=10.0)
+    terms = sdf_loss_terms(fs, gs, surface / 0.5, fx, gx, 256, w, space_sign=sign)
+    for name in ("sdf", "normal", "eikonal", "sign"):
+        assert float(terms[name].detach()) < 1e-9, name
+    # off-surface: mean exp(-100 |f|) over the uniform points, by hand
+    assert float(terms["off_surface"].detach()) == pytest.approx(100 * float(torch.exp(-100 * fx.abs()).mean()), rel=1e-6)
+    flipped = sdf_loss_terms(fs, gs, surface / 0.5, -fx, -gx, 256, w, space_sign=sign)
+    assert float(flipped["sign"].detach()) == pytest.approx(10 * float(fx.detach().abs().mean()), rel=1e-9)
+
+
+def test_side_lattice_knows_inside_outside_and_stays_silent_near_the_surface():
+    rng = np.random.default_rng(0)
+    n = rng.normal(size=(20000, 3))
+    n /= np.linalg.norm(n, axis=1, keepdims=True)
+    sides = side_lattice(0.5 * n, n, margin=0.02, resolution=33)
+    q = torch.tensor([[0.0, 0, 0], [0.9, 0.9, 0.9], [0.5, 0, 0], [0.2, 0.1, 0], [0, -0.8, 0]])
+    assert lookup_side(sides, q).tolist() == [-1.0, 1.0, 0.0, -1.0, 1.0]
+
+
+@pytest.mark.parametrize("resolution", [64, 129])
+def test_sparse_lattice_gives_the_dense_mesh_of_a_sphere(resolution):
+    import trimesh
+
+    values, mask = sdf_lattice(sphere_sdf(), resolution)
+    res = values.shape[0]
+    assert (res - 1) % 4 == 0 and res >= resolution
+    assert mask.float().mean() < 0.5  # the work follows the surface, not the volume
+    dense = sphere_sdf()(lattice_points(torch.tensor([-1.0, -1, -1, 1, 1, 1]), res)).view(res, res, res)
+    assert torch.allclose(values[mask], dense[mask], atol=1e-6)
+    v1, f1 = zero_level_mesh(values, mask)
+    v2, f2 = zero_level_mesh(dense)
+    assert np.array_equal(f1, f2) and np.allclose(v1, v2, atol=1e-6)
+    mesh = trimesh.Trimesh(v1, f1)
+    assert mesh.is_watertight and mesh.volume > 0  # closed, normals outwards
+    assert mesh.volume == pytest.approx(4 / 3 * np.pi * 0.5013**3, rel=0.01)
+    assert np.abs(np.linalg.norm(v1, axis=1) - 0.5013).max() < 2.0 / res
+
+
+def test_zero_level_mesh_refuses_a_field_without_a_surface():
+    with pytest.raises(ValueError, match="no zero level"):
+        zero_level_mesh(torch.ones(9, 9, 9))
+
+
+def test_frame_round_trip_and_margin():
+    pts = np.array([[0.0, 0, 0], [4.0, 1, 2], [2.0, 3, 1]])
+    fr = Frame.fit(pts)
+    x = fr.to_field(pts)
+    assert np.abs(x).max() == pytest.approx(0.9) and np.allclose(fr.to_world(x), pts)
+
+
+def _torus_mesh(path):
+    import trimesh
+
+    trimesh.creation.torus(major_radius=1.0, minor_radius=0.35, major_sections=48, minor_sections=24).export(path)
+    return path
+
+
+def test_read_surface_from_a_mesh_a_cloud_with_normals_and_one_without(tmp_path):
+    from inr.data.pointclouds import write_cloud
+    from inr.data.surfaces import read_surface
+
+    s = read_surface(_torus_mesh(tmp_path / "t.ply"), mesh_points=5000)
+    assert s.source == "mesh" and s.normals_from == "faces" and s.points.shape == (5000, 3)
+    # on a torus the outward normal is the direction from the tube's centre circle
+    ring = s.points.copy()
+    ring[:, 2] = 0
+    centre = ring / np.linalg.norm(ring, axis=1, keepdims=True)
+    radial = s.points - centre
+    radial /= np.linalg.norm(radial, axis=1, keepdims=True)
+    assert np.mean(np.sum(radial * s.normals, 1) > 0.95) > 0.99
+    write_cloud(tmp_path / "c.ply", s.points, normals=s.normals)
+    c = read_surface(tmp_path / "c.ply")
+    assert c.normals_from == "file" and np.allclose(c.normals, s.normals, atol=1e-6)
+    write_cloud(tmp_path / "bare.xyz", s.points)
+    e = read_surface(tmp_path / "bare.xyz")
+    assert e.normals_from == "estimated"
+    assert np.mean(np.sum(e.normals * s.normals, 1) > 0.9) > 0.98  # consistent and outwards
+
+
+def test_fit_sdf_makes_a_mesh_close_to_the_input_and_extract_mesh_any_resolution(tmp_path, capsys):
+    import trimesh
+
+    torus = _torus_mesh(tmp_path / "torus.obj")
+    out = tmp_path / "run"
+    args = ["fit-sdf", str(torus), "--steps", "200", "--out", str(out), "--no-progress", "--mesh-points", "20000",
+            "--set", "train.mesh_resolution=96", "--set", "field.encoding_options.n_levels=8",
+            "--set", "field.encoding_options.max_resolution=128", "--set", "field.encoding_options.log2_table=15"]
+    assert main(args) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    diag = float(np.linalg.norm([2.7, 2.7, 0.7]))
+    assert m["chamfer_l1"] < 0.01 * diag and m["fscore"] > 0.9 and m["normal_consistency"] > 0.95, m
+    mesh = trimesh.load(out / "mesh.ply")
+    assert mesh.extents == pytest.approx([2.7, 2.7, 0.7], abs=0.08)  # in the input's units
+    assert (out / "slice.png").is_file() and (out / "curve.png").is_file()
+    assert m["curve"][-1][2] < m["curve"][0][2]
+    capsys.readouterr()
+    assert main(["extract-mesh", str(out), "--resolution", "48", "--out", str(tmp_path / "m48.obj"), "--no-progress"]) == 0
+    coarse = trimesh.load(tmp_path / "m48.obj")
+    assert 0 < len(coarse.faces) < len(mesh.faces)
+    assert main(["fit-sdf", "--resume", str(out), "--steps", "210", "--no-progress"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 210
+
+
+def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, capsys):
+    (tmp_path / "bad.ply").write_text("not a ply file\n")
+    (tmp_path / "few.xyz").write_text("0 0 0\n1 0 0\n0 1 0\n")
+    (tmp_path / "x.txt").write_text("0 0 0\n")
+    for path, words in ((tmp_path / "bad.ply", "bad.ply"), (tmp_path / "few.xyz", "at least 10"),
+                        (tmp_path / "none.obj", "no such file"), (tmp_path / "x.txt", "unsupported format")):
+        capsys.readouterr()
+        assert main(["fit-sdf", str(path), "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err
+        assert not (tmp_path / "r").exists()
+    assert main(["extract-mesh", str(tmp_path), "--no-progress"]) == 2
+    assert "is not a run folder" in capsys.readouterr().err
