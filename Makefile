@@ -9,7 +9,7 @@ TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test bench clean gpu-wheels gpu-check
+.PHONY: setup demo test bench clean gpu-wheels gpu-check meshes
 
 setup: $(STAMP)
 
@@ -39,6 +39,23 @@ test: setup
 bench: setup
 	$(PY) scripts/bench_speed.py
 	$(PY) scripts/bench_quality.py
+
+# real meshes from CGAL's data set, which Debian ships in libcgal-demo (downloaded, not installed:
+# only its data archive is read): data/heldout-meshes for scripts/bench_surface.py (never trained
+# on), data/training-meshes for `inr pointcloud train --meshes` (see assets/README.md)
+HELDOUT_MESHES  := armadillo bunny00 camel cow elk fandisk diplodocus mushroom lion boeing man triceratops
+TRAINING_MESHES := bull bear pig homer hand femur dino elephant knot1 rotor turbine pinion anchor helmet cactus joint \
+                   retinal couplingdown dragknob eight head mannequin-devil nefertiti blade ChineseDragon-10kv horizons \
+                   three_peaks cheese
+CGAL_DATA := data/.cgal-data.tar.gz
+$(CGAL_DATA):
+	@mkdir -p data/pkg
+	cd data && apt-get download -q libcgal-demo && dpkg -x libcgal-demo_*.deb pkg && \
+	  mv pkg/usr/share/doc/libcgal-dev/data.tar.gz .cgal-data.tar.gz && rm -rf pkg libcgal-demo_*.deb
+meshes: $(CGAL_DATA)
+	mkdir -p data/heldout-meshes data/training-meshes
+	tar xzf $(CGAL_DATA) -C data/heldout-meshes --strip-components=2 $(foreach m,$(HELDOUT_MESHES),data/meshes/$(m).off)
+	tar xzf $(CGAL_DATA) -C data/training-meshes --strip-components=2 $(foreach m,$(TRAINING_MESHES),data/meshes/$(m).off)
 
 # wheels the offline GPU machine lacks (its Python is 3.12): `make gpu-wheels` here, then carry
 # gpu-wheels/ there and run `make gpu-check` (or bash scripts/gpu_check.sh)

@@ -94,11 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("presets", help="list the bundled presets", description="List the bundled presets of each task.")
     p.add_argument("--task", choices=["image", "audio", "video", "sdf", "nerf", "pointcloud"], help="only this task's presets")
-    p = sub.add_parser("view", help="a web viewer for a NeRF run, an image/audio/video fit, or point clouds and meshes",
+    p = sub.add_parser("view", help="a web viewer for a NeRF run, an SDF/image/audio/video fit, or point clouds and meshes",
                        description="Open a local web viewer (viser) on PATH: a nerf run folder (progressive renders "
                        "from any camera, RGB/depth/accumulation, training cameras, crop box, orbit video and mesh/point "
                        "export from the page), an image/audio/video run folder (reconstruction, error, curve, the field "
-                       "at any zoom), or one or more point-cloud/mesh files (several are shown side by side: "
+                       "at any zoom), a fit-sdf run folder (the zero level set re-extracted at any resolution or "
+                       "level, the input points, a slice of the field on a movable plane), or one or more point-cloud/mesh files (several are shown side by side: "
                        "inr view noisy.ply denoised.ply). Serves until Ctrl-C.")
     p.add_argument("paths", metavar="PATH", nargs="+")
     p.add_argument("--port", type=positive_int, default=8080, help="port (default 8080)")
@@ -190,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    pc = sub.add_parser("pointcloud", help="point clouds (denoise, densify, reconstruct, eval, train)",
+    pc = sub.add_parser("pointcloud", help="point clouds (denoise, densify, reconstruct, mesh, eval, train)",
                         description="Point-cloud tools. Files: PLY (ascii/binary), PCD, XYZ, NPY.")
     psub = pc.add_subparsers(dest="pointcloud_command", metavar="ACTION", required=True)
     p = psub.add_parser("eval", help="distances between a predicted and a ground-truth cloud",
@@ -223,8 +224,32 @@ def build_parser() -> argparse.ArgumentParser:
         if name != "denoise":
             p.add_argument("--factor", type=positive_float, default=4.0, help="output points per input point (default 4)")
         else:
-            p.add_argument("--baseline", choices=["open3d"], help="Open3D statistical outlier removal "
-                           "(20 neighbours, 2 standard deviations) instead of the network, to compare")
+            p.add_argument("--baseline", choices=["open3d", "mls"], help="instead of the network, to compare: open3d = "
+                           "Open3D statistical outlier removal (20 neighbours, 2 standard deviations); mls = moving-least-"
+                           "squares projection onto quadrics (30 neighbours, two passes)")
+    p = psub.add_parser("mesh", help="a surface mesh of a scan: denoise, orient, then a fitted SDF or Poisson",
+                        description="Points to a mesh in one command: denoise the cloud (the network, MLS or not at all), "
+                        "estimate and orient normals (kept from the file when nothing moved the points), then mesh it: "
+                        "sdf (default) fits a signed distance field (fit-sdf; its run folder OUT-run and the oriented "
+                        "cloud OUT-oriented.ply are kept beside OUT), poisson is Open3D's screened Poisson, ball-pivoting "
+                        "Open3D's ball pivoting.")
+    p.add_argument("inp", metavar="IN")
+    p.add_argument("out", metavar="OUT", help="mesh file: .ply, .obj or .glb")
+    p.add_argument("--method", choices=["sdf", "poisson", "ball-pivoting"], default="sdf", help="default sdf")
+    p.add_argument("--denoise", choices=["network", "mls", "none"], default="network",
+                   help="network (default: the shipped weights or --weights), mls, or none")
+    p.add_argument("--weights", metavar="FILE", help="model.pt of `inr pointcloud train` for --denoise network")
+    p.add_argument("--voxel-size", type=positive_float, metavar="SIZE", help="the network's voxel side (see denoise)")
+    p.add_argument("--preset", help="sdf: the fit-sdf preset (default hashgrid_sdf)")
+    p.add_argument("--time-budget", type=positive_float, default=120.0, metavar="SECONDS",
+                   help="sdf: training seconds (default 120)")
+    p.add_argument("--steps", type=positive_int, help="sdf: optimizer steps (default: the budget decides)")
+    p.add_argument("--resolution", type=positive_int, help="sdf: marching-cubes lattice points per side (default 256)")
+    p.add_argument("--poisson-depth", type=positive_int, default=8, help="poisson: octree depth (default 8)")
+    p.add_argument("--overwrite", action="store_true", help="sdf: replace the run folder OUT-run if it exists")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_device(p)
     p = _add_train_command(psub, "train", "pointcloud", None, "train the reconstruction network on generated or given shapes",
                            input_flag="--meshes")
     p.add_argument("--eval-every", type=positive_int, help="steps between validation measurements (= --set train.eval_every)")
@@ -275,6 +300,15 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
     from .tasks.outputs import write_json
     from .tasks.pointcloud import evaluate_files
 
+    if args.pointcloud_command == "mesh":
+        from .tasks.pointcloud_mesh import mesh_file
+
+        r = mesh_file(Path(args.inp), Path(args.out), args.method, args.denoise, args.weights, args.preset, args.time_budget,
+                      args.steps, args.resolution, args.poisson_depth, args.overwrite, args.device, not args.no_progress,
+                      args.seed, args.voxel_size)
+        print(f"wrote {r['out']}: {r['faces']:,} faces from {r['input_points']:,} points (denoise {r['denoise']}, "
+              f"{r['method']}) in {r['seconds']:.1f} s" + (f"; the SDF run is {r['run']}" if "run" in r else ""))
+        return 0
     if args.pointcloud_command in ("denoise", "densify", "reconstruct"):
         from .tasks.pointcloud import process_file
 

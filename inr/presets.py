@@ -209,8 +209,24 @@ class PointCloudTrainConfig(OptimConfig):
     """Synthetic shapes kept and re-corrupted (a new one replaces a random old one every step)."""
     stage2_on_predicted: bool = True
     """Stage 2 also learns on the voxels stage 1 wrongly predicts (False: the true voxels only)."""
+    mesh_share: float = 0.5
+    """With --meshes: the share of new shapes drawn from those meshes (randomly rotated); the
+    rest are synthetic."""
+    open_share: float = 0.2
+    """The share of shapes cut open by a random plane (open surfaces, one-sided scans)."""
+    shape_resolution: int = 128
+    """Marching-cubes lattice of the synthetic shapes (thin parts need ~3 cells across)."""
+    init_weights: Optional[str] = None
+    """Start from these weights (a model.pt or the shipped assets/pointcloud.pt): fine-tuning.
+    The model settings (field) must be the same."""
 
-    FLOATS = ("lr", "eps", "lr_final_factor", "voxels_per_diagonal")
+    FLOATS = ("lr", "eps", "lr_final_factor", "voxels_per_diagonal", "mesh_share", "open_share")
+
+    def check(self) -> None:
+        if not (0 <= self.mesh_share <= 1 and 0 <= self.open_share <= 1):
+            raise ValueError("train.mesh_share and train.open_share must be in [0, 1]")
+        if self.shape_resolution < 16:
+            raise ValueError(f"train.shape_resolution must be >= 16, got {self.shape_resolution}")
 
 
 @dataclass
@@ -246,12 +262,18 @@ class SdfTrainConfig(OptimConfig):
     """> 0: the sign term (see `inr.sdf.sdf_loss_terms`): space points farther than sign_margin
     from the surface points must have the sign of their side of the nearest point's tangent plane."""
     sign_margin: float = 0.02
+    sign_votes: int = 1
+    """The sign term's side of a point: the majority over this many nearest surface points."""
+    adapt_resolution: float = 0.0
+    """> 0, hash-grid fields: the finest grid resolution is at most this / the median distance
+    between neighbouring input points (in the field's box): a sparse scan gets a coarser, smoother
+    field instead of one that bulges between its points (0: the preset's resolution as is)."""
     mesh_resolution: int = 256
     """Marching-cubes lattice points per side of the run's mesh.ply (any other: inr extract-mesh)."""
 
     FLOATS = ("lr", "eps", "lr_final_factor", "near_share", "near_std", "sphere_prior", "w_sdf", "w_normal",
-              "w_eikonal", "w_off_surface", "off_surface_alpha", "w_sign", "sign_margin")
-    POSITIVE = ("steps", "eval_every", "checkpoint_every", "surface_batch", "space_batch", "mesh_resolution")
+              "w_eikonal", "w_off_surface", "off_surface_alpha", "w_sign", "sign_margin", "adapt_resolution")
+    POSITIVE = ("steps", "eval_every", "checkpoint_every", "surface_batch", "space_batch", "mesh_resolution", "sign_votes")
 
     def check(self) -> None:
         self.grad_step = tuple(float(v) for v in self.grad_step)  # type: ignore[assignment]

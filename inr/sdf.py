@@ -105,9 +105,12 @@ def sdf_loss_terms(f_surface: torch.Tensor, g_surface: torch.Tensor, normals: to
     return terms
 
 
-def side_lattice(points: np.ndarray, normals: np.ndarray, margin: float, resolution: int = 64) -> torch.Tensor:
+def side_lattice(points: np.ndarray, normals: np.ndarray, margin: float, resolution: int = 64,
+                 votes: int = 1) -> torch.Tensor:
     """(R, R, R) int8 over [-1, 1]^3: at each lattice point, +1 if it lies on the outer side of
-    its nearest surface point's tangent plane ((q - p) . n > 0), -1 on the inner side, 0 within
+    its nearest surface point's tangent plane ((q - p) . n > 0), -1 on the inner side (with
+    votes > 1: the majority side over that many nearest points, robust to a few flipped
+    estimated normals; a tie is 0), +1 beyond the points' bounding box grown by 2 x margin, 0 within
     margin + half a cell diagonal of the surface (there noise in points and normals, and the
     lookup's rounding, make the side unreliable). One nearest-neighbour search of R^3 points,
     done once; `lookup_side` then costs an index per query."""
@@ -115,9 +118,13 @@ def side_lattice(points: np.ndarray, normals: np.ndarray, margin: float, resolut
 
     axis = np.linspace(-1.0, 1.0, resolution)
     q = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
-    dist, idx = cKDTree(points).query(q, k=1, workers=-1)
-    side = np.sign(np.sum((q - points[idx]) * normals[idx], axis=1))
-    side[dist < margin + 3**0.5 / (resolution - 1)] = 0
+    k = min(votes, len(points))
+    dist, idx = cKDTree(points).query(q, k=k, workers=-1)
+    dist, idx = dist.reshape(len(q), k), idx.reshape(len(q), k)
+    side = np.sign(np.sum(np.sign(np.sum((q[:, None] - points[idx]) * normals[idx], axis=2)), axis=1))
+    side[dist[:, 0] < margin + 3**0.5 / (resolution - 1)] = 0
+    beyond = ((q < points.min(0) - 2 * margin) | (q > points.max(0) + 2 * margin)).any(1)
+    side[beyond] = 1  # outside the points' bounding box: outside the surface, whatever nearby normals say
     return torch.from_numpy(side.astype(np.int8)).view(resolution, resolution, resolution)
 
 

@@ -230,3 +230,32 @@ def test_viewer_camera_conversions_known_values():
     c = np.cos(np.pi / 4)
     assert np.allclose(path[1][:3, :3], [[c, -c, 0], [c, c, 0], [0, 0, 1]], atol=1e-6)
     assert np.allclose(path[1][:3, 3], [1.0, 0.0, 0.0])
+
+
+def test_sdf_viewer_shows_the_level_set_and_the_slice(tmp_path):
+    from inr.viewer import Viewer, content_for
+
+    from .test_sdf import _torus_mesh
+
+    out = tmp_path / "run"
+    assert main(["fit-sdf", str(_torus_mesh(tmp_path / "t.obj")), "--steps", "150", "--out", str(out), "--no-progress",
+                 "--mesh-points", "20000", "--set", "train.mesh_resolution=64", "--set", "field.encoding_options.n_levels=8",
+                 "--set", "field.encoding_options.max_resolution=128", "--set", "field.encoding_options.log2_table=15"]) == 0
+    viewer = Viewer(content_for([out]), port=free_port())
+    try:
+        sdf = viewer.content
+        saved = len(sdf.mesh.faces)  # the run's mesh.ply
+        sdf.resolution.value = 32
+        sdf._extract()
+        assert 0 < len(sdf.mesh.faces) < saved and "resolution 32" in sdf.status.content
+        sdf.level.value = 0.1  # an offset surface outside the torus: larger
+        sdf._extract()
+        assert sdf.mesh.area > 1.2 * 4 * np.pi**2 * 1.0 * 0.35
+        # the slice through the torus's middle plane: blue inside (the tube), orange outside
+        img = sdf._slice_array().astype(int)
+        assert near(img, (60, 110, 215), 60).mean() > 0.05 and near(img, (240, 150, 60), 60).mean() > 0.3
+        with page_at(viewer.url) as page:
+            shot = wait_until(page, lambda im: near(im, (240, 150, 60), 70).mean() > 0.02)
+            assert near(shot, (240, 150, 60), 70).mean() > 0.02, "the slice plane is not drawn"
+    finally:
+        viewer.stop()

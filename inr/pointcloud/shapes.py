@@ -2,8 +2,12 @@
 
 Shapes are signed distance functions composed at random: primitives (box, sphere, cylinder,
 torus, capsule, cone, thin plate, thin rod), their unions (hard and smooth), and deformations
-(twist, bend, taper), each randomly rotated and scaled. A mesh comes from scikit-image's
-marching cubes on the SDF; clean dense points are trimesh's area-weighted surface samples.
+(twist, bend, taper), each randomly rotated and scaled; bodies with thin limbs (legs, antennae:
+capsules down to about one voxel of the trained grid across) or thin wings (plates as thin);
+and solids drilled through or cut (CSG differences: sharp concave edges, holes, higher genus).
+A mesh comes from scikit-image's marching cubes on the SDF; `open_cut` turns a mesh into an open
+surface (the part on one side of a random plane). Clean dense points are trimesh's
+area-weighted surface samples.
 
 Corruption (the issue's ranges): Gaussian noise with sigma 0.5-2 % of the bounding-box diagonal,
 4-16x fewer points, 0-5 % outliers uniform in the (slightly enlarged) box, and holes (points
@@ -85,6 +89,21 @@ def union(fs: List[SDF], smooth: float = 0.0) -> SDF:
     return f
 
 
+def difference(f: SDF, g: SDF) -> SDF:
+    """f with g carved out (sharp edges where they meet)."""
+    return lambda p: np.maximum(f(p), -g(p))
+
+
+def segment(a: np.ndarray, b: np.ndarray, r: float) -> SDF:
+    """A capsule of radius r around the segment a-b."""
+    ab = b - a
+
+    def f(p):
+        t = np.clip(((p - a) @ ab) / float(ab @ ab), 0.0, 1.0)
+        return np.linalg.norm(p - (a + t[..., None] * ab), axis=-1) - r
+    return f
+
+
 def twist(f: SDF, rate: float) -> SDF:
     def g(p):
         a = rate * p[..., 2]
@@ -130,8 +149,86 @@ def random_primitive(rng: np.random.Generator) -> SDF:
     return transformed(f, _rotation(rng), rng.uniform(-0.3, 0.3, 3))
 
 
-def random_shape(rng: np.random.Generator) -> SDF:
-    """A union of 1-4 primitives, sometimes smooth, sometimes deformed."""
+def _body(rng: np.random.Generator) -> Tuple[SDF, np.ndarray]:
+    """A compact body (box, ellipsoid-like capsule or sphere) and its half extents."""
+    half = rng.uniform([0.25, 0.15, 0.12], [0.55, 0.35, 0.3])
+    kind = rng.integers(3)
+    if kind == 0:
+        return box(half), half
+    if kind == 1:
+        return transformed(capsule(float(half[0] - half[1]), float(half[1])), _rotation_to_x(), np.zeros(3)), half
+    r = float(half.min() * 1.4)
+    return sphere(r), np.full(3, r)
+
+
+def _rotation_to_x() -> np.ndarray:
+    """Maps z to x (a capsule along z lies along x)."""
+    return np.array([[0.0, 0, 1], [0, 1, 0], [-1, 0, 0]])
+
+
+def creature(rng: np.random.Generator) -> SDF:
+    """A body with 2-8 thin limbs (legs, arms, antennae, a tail): capsules of radius 0.012-0.04
+    (a voxel of the trained 56-per-diagonal grid is ~0.04 here) from inside the body outwards."""
+    body, half = _body(rng)
+    parts = [body]
+    for _ in range(int(rng.integers(2, 9))):
+        start = rng.uniform(-0.7, 0.7, 3) * half
+        direction = rng.normal(size=3)
+        direction /= np.linalg.norm(direction)
+        end = start + direction * rng.uniform(0.4, 0.9)
+        if rng.random() < 0.4:  # a knee: two segments
+            knee = start + direction * rng.uniform(0.25, 0.5)
+            bent = direction + rng.normal(scale=0.7, size=3)
+            end = knee + bent / np.linalg.norm(bent) * rng.uniform(0.2, 0.5)
+            parts.append(segment(knee, end, float(rng.uniform(0.012, 0.04))))
+            end = knee
+        parts.append(segment(start, end, float(rng.uniform(0.012, 0.04))))
+    f = union(parts, smooth=float(rng.uniform(0.0, 0.03)))
+    return transformed(f, _rotation(rng), np.zeros(3))
+
+
+def winged(rng: np.random.Generator) -> SDF:
+    """A body with 1-3 pairs of thin plates (wings, fins, a tail plane), half-thickness
+    0.01-0.03."""
+    body, half = _body(rng)
+    parts = [body]
+    for _ in range(int(rng.integers(1, 4))):
+        span, chord, thick = rng.uniform(0.3, 0.8), rng.uniform(0.1, 0.35), rng.uniform(0.01, 0.03)
+        x = rng.uniform(-0.6, 0.6) * half[0]
+        sweep = rng.uniform(-0.5, 0.5)
+        for side in (-1.0, 1.0):
+            tilt = np.array([[1.0, 0, 0], [0, np.cos(sweep), -np.sin(sweep)], [0, np.sin(sweep), np.cos(sweep)]])
+            plate = box(np.array([chord, span / 2, thick]))
+            parts.append(transformed(plate, tilt, np.array([x, side * (half[1] + span / 2 - 0.05), 0.0])))
+    return transformed(union(parts), _rotation(rng), np.zeros(3))
+
+
+def drilled(rng: np.random.Generator) -> SDF:
+    """A box, plate or cylinder with 1-4 holes drilled through or slots and corners cut away."""
+    solid = random_primitive(rng) if rng.random() < 0.3 else box(rng.uniform([0.3, 0.3, 0.05], [0.6, 0.6, 0.4]))
+    for _ in range(int(rng.integers(1, 5))):
+        if rng.random() < 0.6:
+            tool = transformed(cylinder(float(rng.uniform(0.05, 0.2)), 1.5), _rotation(rng), rng.uniform(-0.3, 0.3, 3))
+        else:
+            tool = transformed(box(rng.uniform(0.05, 0.3, 3)), _rotation(rng), rng.uniform(-0.5, 0.5, 3))
+        solid = difference(solid, tool)
+    return transformed(solid, _rotation(rng), np.zeros(3))
+
+
+FAMILIES = ("union", "creature", "winged", "drilled")
+FAMILY_WEIGHTS = (0.4, 0.25, 0.15, 0.2)
+
+
+def random_shape(rng: np.random.Generator, families=FAMILIES, weights=FAMILY_WEIGHTS) -> SDF:
+    """A shape of a family drawn with `weights`: 'union' (1-4 primitives, sometimes smooth,
+    sometimes deformed), 'creature', 'winged' or 'drilled'."""
+    family = families[int(rng.choice(len(families), p=np.asarray(weights) / np.sum(weights)))]
+    if family == "creature":
+        return creature(rng)
+    if family == "winged":
+        return winged(rng)
+    if family == "drilled":
+        return drilled(rng)
     parts = [random_primitive(rng) for _ in range(int(rng.integers(1, 5)))]
     f = union(parts, smooth=float(rng.uniform(0.02, 0.1)) if rng.random() < 0.3 else 0.0)
     r = rng.random()
@@ -144,20 +241,46 @@ def random_shape(rng: np.random.Generator) -> SDF:
     return f
 
 
-def sdf_mesh(f: SDF, resolution: int = 72, extent: float = 1.2):
-    """trimesh.Trimesh of the zero level set of f over [-extent, extent]^3."""
-    import trimesh
-    from skimage.measure import marching_cubes
+def open_cut(mesh, rng: np.random.Generator, keep_at_least: float = 0.4):
+    """The part of a mesh on one side of a random plane through it (an open surface, as a scan
+    that saw one side, or an open model), keeping at least `keep_at_least` of the area; the
+    mesh itself when no draw of 8 keeps enough."""
+    centroids = mesh.triangles_center
+    for _ in range(8):
+        normal = rng.normal(size=3)
+        normal /= np.linalg.norm(normal)
+        offset = float(np.quantile(centroids @ normal, rng.uniform(0.5, 0.9)))
+        keep = centroids @ normal < offset
+        if mesh.area_faces[keep].sum() >= keep_at_least * mesh.area:
+            part = mesh.submesh([np.nonzero(keep)[0]], append=True)
+            if len(part.faces):
+                return part
+    return mesh
 
-    axis = np.linspace(-extent, extent, resolution)
-    grid = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), -1)
-    values = f(grid.reshape(-1, 3)).reshape(resolution, resolution, resolution)
-    values = np.pad(values, 1, constant_values=max(float(values.max()), 1e-3))  # closed surfaces
-    if not (values.min() < 0 < values.max()):
-        raise ValueError("the shape has no surface inside the box")
-    step = 2 * extent / (resolution - 1)
-    verts, faces, _, _ = marching_cubes(values, 0.0, spacing=(step, step, step))
-    return trimesh.Trimesh(verts - step - extent, faces, process=True)
+
+def sdf_mesh(f: SDF, resolution: int = 72, extent: float = 1.2):
+    """trimesh.Trimesh of the zero level set of f over [-extent, extent]^3, on a lattice of
+    about `resolution` points per side, evaluated only near the surface (`sdf_lattice`)."""
+    import torch
+    import trimesh
+
+    from ..render.extract import sdf_lattice, zero_level_mesh
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(f(x.double().numpy() * extent) / extent).float()
+
+    values, mask = sdf_lattice(fn, resolution, chunk=1 << 18, show_progress=False)
+    for axis in range(3):  # the box's faces cap what crosses them: march the outer layer too
+        mask.index_fill_(axis, torch.tensor([0, mask.shape[axis] - 1]), True)
+    values = torch.nn.functional.pad(values, (1, 1, 1, 1, 1, 1), value=max(float(values.max()), 1e-3))  # closed surfaces
+    mask = torch.nn.functional.pad(mask, (1, 1, 1, 1, 1, 1), value=True)
+    try:
+        verts, faces = zero_level_mesh(values, mask)
+    except ValueError:
+        raise ValueError("the shape has no surface inside the box") from None
+    res = values.shape[0] - 2
+    index = (verts.astype(np.float64) + 1.0) * (res + 1) / 2 - 1.0  # zero_level_mesh spans the padded lattice over [-1, 1]
+    return trimesh.Trimesh((index * 2.0 / (res - 1) - 1.0) * extent, faces, process=True)
 
 
 @dataclass

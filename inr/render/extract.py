@@ -87,7 +87,7 @@ def _density_gradient(density_fn: DensityFn, points: torch.Tensor, h: float, chu
 
 
 def sdf_lattice(sdf_fn: DensityFn, resolution: int, block: int = 4, margin: float = 1.5,
-                chunk: int = 1 << 16, device=None) -> Tuple[torch.Tensor, torch.Tensor]:
+                chunk: int = 1 << 16, device=None, show_progress: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
     """A signed distance field on a lattice over [-1, 1]^3, evaluated where the surface can be.
 
     The lattice has `resolution` points per side, rounded up so that its cells split into blocks
@@ -118,8 +118,9 @@ def sdf_lattice(sdf_fn: DensityFn, resolution: int, block: int = 4, margin: floa
                                           kernel_size=2, stride=1)[0, 0] > 0
     idx = mask.nonzero()
     points = idx.float() * (2.0 / (res - 1)) - 1.0
-    starts = progress.bar(range(0, len(points), chunk), f"SDF near the surface ({len(points):,} of {res ** 3:,} points)",
-                          unit="chunk")
+    starts = range(0, len(points), chunk)
+    if show_progress:
+        starts = progress.bar(starts, f"SDF near the surface ({len(points):,} of {res ** 3:,} points)", unit="chunk")
     if len(points):
         vals = torch.cat([sdf_fn(points[k : k + chunk]).reshape(-1).float() for k in starts])
         values[idx[:, 0], idx[:, 1], idx[:, 2]] = vals

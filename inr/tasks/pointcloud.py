@@ -50,6 +50,9 @@ MAX_VOXELS_PER_AXIS = 30_000
 """Packed voxel keys hold coordinates in [-2^15, 2^15); this leaves room for the candidates."""
 
 
+BASELINES = ("open3d", "mls")
+
+
 def statistical_outlier_baseline(points: np.ndarray) -> np.ndarray:
     """The points Open3D's remove_statistical_outlier(STATISTICAL_OUTLIER) keeps."""
     from ..data.pointclouds import _open3d
@@ -66,11 +69,28 @@ def default_weights() -> Path:
     return data_dir("assets") / DEFAULT_WEIGHTS
 
 
+def network_points(points: np.ndarray, weights: Optional[Path] = None, voxel: Optional[float] = None,
+                   device: str = "auto", progress: bool = False):
+    """(every point the reconstruction network outputs for the cloud (M, 3) float64, the weights' path)."""
+    import torch
+
+    from ..devices import resolve_device
+    from .pointcloud_train import load_weights
+
+    path = Path(weights) if weights else default_weights()
+    if not weights and not path.is_file():
+        raise InputError(path, "no trained weights are shipped yet; pass --weights DIR/model.pt from `inr pointcloud train`")
+    model = load_weights(path).to(resolve_device(device))
+    pts, _ = model.reconstruct(torch.from_numpy(points).float(), voxel=voxel, progress=progress)
+    return pts.double().cpu().numpy(), path
+
+
 def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
                  baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
                  voxel: Optional[float] = None, progress: bool = False, device: str = "auto") -> Dict[str, Any]:
     """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
-    the network always denoises) a cloud file into another; or the Open3D baseline for denoise.
+    the network always denoises) a cloud file into another; or a baseline for denoise: 'open3d'
+    (statistical outlier removal) or 'mls' (moving-least-squares projection, `inr.pointcloud.mls`).
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
     The input's colours, if any, go to every output point from its nearest input point."""
     import torch
@@ -90,21 +110,18 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
     if baseline is not None:
-        if baseline != "open3d" or mode != "denoise":
-            raise InputError(None, "--baseline open3d is only for denoise")
-        result = statistical_outlier_baseline(points)
-        method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
+        if baseline not in BASELINES or mode != "denoise":
+            raise InputError(None, f"--baseline {' or '.join(BASELINES)} is only for denoise")
+        if baseline == "mls":
+            from ..pointcloud.mls import MLS_NEIGHBOURS, MLS_PASSES, mls_project
+
+            result = mls_project(points)
+            method = f"MLS projection (quadric jets, k = {MLS_NEIGHBOURS}, {MLS_PASSES} passes)"
+        else:
+            result = statistical_outlier_baseline(points)
+            method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
     else:
-        from .pointcloud_train import load_weights
-
-        path = Path(weights) if weights else default_weights()
-        if not weights and not path.is_file():
-            raise InputError(path, "no trained weights are shipped yet; pass --weights DIR/model.pt from `inr pointcloud train`")
-        from ..devices import resolve_device
-
-        model = load_weights(path).to(resolve_device(device))
-        pts, _ = model.reconstruct(torch.from_numpy(points).float(), voxel=voxel, progress=progress)
-        pts = pts.double().numpy()
+        pts, path = network_points(points, weights, voxel, device, progress)
         want = len(points) if mode == "denoise" else int(round(factor * len(points)))
         result = even_subsample(pts, want, seed)
         method = f"network {path}"

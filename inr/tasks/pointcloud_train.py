@@ -1,7 +1,7 @@
 """Training the point-cloud reconstruction network on shapes made on the fly.
 
-Each step takes one shape: a random synthetic one (`inr.pointcloud.shapes`) or a mesh from
---meshes, samples `dense_points` clean points on its surface (the target), corrupts a copy
+Each step takes one shape: a random synthetic one (`inr.pointcloud.shapes`) or, a
+`train.mesh_share` of the time, a randomly rotated mesh from --meshes (sometimes cut open), samples `dense_points` clean points on its surface (the target), corrupts a copy
 (the input), and minimises occupancy BCE (every hourglass) + Chamfer (stage 2).
 """
 
@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig
 from ..pointcloud.reconstruct import Reconstructor
-from ..pointcloud.shapes import corrupt, random_shape, sample_surface, sdf_mesh
+from ..pointcloud.shapes import _rotation, corrupt, open_cut, random_shape, sample_surface, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
 
@@ -52,13 +52,19 @@ class ShapeStream(IterableDataset):
         self.cfg, self.meshes, self.seed = cfg, meshes, seed
 
     def _new_mesh(self, rng: np.random.Generator):
-        if self.meshes:
-            return self.meshes[int(rng.integers(len(self.meshes)))]
-        while True:
-            try:
-                return sdf_mesh(random_shape(rng))
-            except ValueError:  # a shape with no surface in the box: draw again
-                continue
+        if self.meshes and rng.random() < self.cfg.mesh_share:
+            mesh = self.meshes[int(rng.integers(len(self.meshes)))].copy()
+            rotation = np.eye(4)
+            rotation[:3, :3] = _rotation(rng)
+            mesh.apply_transform(rotation)
+        else:
+            while True:
+                try:
+                    mesh = sdf_mesh(random_shape(rng), self.cfg.shape_resolution)
+                    break
+                except ValueError:  # a shape with no surface in the box: draw again
+                    continue
+        return open_cut(mesh, rng) if rng.random() < self.cfg.open_share else mesh
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
         rng = np.random.default_rng(self.seed)
@@ -83,6 +89,11 @@ class PointCloudModule(L.LightningModule):
         self.save_hyperparameters()
         self.cfg = PointCloudTrainConfig.from_dict(dict(train))
         self.model = Reconstructor(ReconstructionConfig(**model), self.cfg.voxels_per_diagonal)
+        if self.cfg.init_weights:
+            start = load_weights(Path(self.cfg.init_weights))
+            if start.cfg != self.model.cfg:
+                raise InputError(self.cfg.init_weights, "holds a model of other settings than the preset's field")
+            self.model.load_state_dict(start.state_dict())
 
     def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         retarget_learning_rate(checkpoint, float(self.cfg.lr))  # a resumed run may change train.lr

@@ -60,9 +60,27 @@ class SdfTask(Task):
         except ValueError as exc:
             raise InputError(self.opts.input, str(exc)) from None
         pts = torch.from_numpy(self.frame.to_field(self.surface.points)).float()
+        self.adapt_resolution(pts.numpy())
         self.points, self.normals = pts, torch.from_numpy(self.surface.normals).float()
         pick = torch.randperm(len(pts), generator=torch.Generator().manual_seed(self.opts.seed))[:CURVE_POINTS]
         self.curve_points = pts[pick]
+
+    def adapt_resolution(self, points) -> None:
+        """train.adapt_resolution: cap the hash grid's finest resolution by the input's spacing
+        (the preset saved in config.yaml holds the capped value; a resumed run caps it again
+        to the same)."""
+        cfg, field = self.preset.train, self.preset.field
+        if cfg.adapt_resolution <= 0 or field.encoding != "hashgrid":
+            return
+        from scipy.spatial import cKDTree
+
+        spacing = float(np.median(cKDTree(points).query(points, k=2)[0][:, 1]))
+        options = field.encoding_options
+        cap = int(cfg.adapt_resolution / max(spacing, 1e-9))
+        current = int(options.get("max_resolution", 2048))
+        base = int(options.get("base_resolution", 16))
+        if cap < current and "per_level_scale" not in options:
+            options["max_resolution"] = max(cap, base * 2)
 
     def build_module(self):
         from .sdf_fit import SdfFitModule
@@ -101,6 +119,8 @@ class SdfTask(Task):
             "watertight": bool(mesh.is_watertight),
             "mesh_resolution": int(self.preset.train.mesh_resolution),
         }
+        if self.preset.field.encoding == "hashgrid":
+            result["grid_max_resolution"] = int(self.preset.field.encoding_options.get("max_resolution", 2048))
         result.update(mesh_metrics(mesh, s.points, s.normals, self.opts.seed))
         result.update({"steps": int(steps), "seconds": round(seconds, 3), "seed": self.opts.seed})
         plot_curve(out / "curve.png", history, f"{self.preset.name} on {Path(s.path).name}",
@@ -115,13 +135,14 @@ class SdfTask(Task):
                 f"{r['steps']} steps in {r['seconds']:.1f} s")
 
 
-def mesh_of(module, resolution: int):
-    """The trimesh of the field's zero level set over its box, in the input's units."""
+def mesh_of(module, resolution: int, level: float = 0.0):
+    """The trimesh of the field's zero level set (or of f = level, in field units: an offset
+    surface) over its box, in the input's units."""
     import trimesh
 
     from ..render.extract import sdf_lattice, zero_level_mesh
 
-    values, mask = sdf_lattice(module.sdf_eval, resolution, device=module.device)
+    values, mask = sdf_lattice(lambda x: module.sdf_eval(x) - level, resolution, device=module.device)
     verts, faces = zero_level_mesh(values, mask)
     verts = module.to_world(torch.from_numpy(verts).double()).numpy()
     return trimesh.Trimesh(verts, faces, process=True)
@@ -146,12 +167,12 @@ def mesh_metrics(mesh, points: np.ndarray, normals: Optional[np.ndarray], seed: 
 
 
 @torch.no_grad()
-def sdf_slice(module, size: int = 256) -> torch.Tensor:
-    """(size, size, 3) image of the field on the plane z = 0 of its box (x right, y up): blue
+def sdf_slice(module, size: int = 256, z: float = 0.0) -> torch.Tensor:
+    """(size, size, 3) image of the field on the plane z of its box (x right, y up): blue
     inside, orange outside, darker bands every 0.05 field units, the zero level in black."""
     axis = torch.linspace(-1, 1, size, device=module.device)
     yy, xx = torch.meshgrid(axis.flip(0), axis, indexing="ij")
-    pts = torch.stack([xx, yy, torch.zeros_like(xx)], -1).reshape(-1, 3)
+    pts = torch.stack([xx, yy, torch.full_like(xx, z)], -1).reshape(-1, 3)
     f = module.sdf_eval(pts).view(size, size).float().cpu()
     inside = torch.tensor([0.25, 0.45, 0.85], device=f.device)
     outside = torch.tensor([0.95, 0.6, 0.25], device=f.device)

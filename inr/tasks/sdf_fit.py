@@ -28,7 +28,7 @@ class _Batches(IterableDataset):
         cfg, n = self.cfg, self.points.shape[0]
         if cfg.w_sign > 0:
             sides = side_lattice(self.points.numpy().astype(np.float64), self.normals.numpy().astype(np.float64),
-                                 cfg.sign_margin)
+                                 cfg.sign_margin, votes=cfg.sign_votes)
         n_near = int(round(cfg.near_share * cfg.space_batch))
         while True:
             idx = torch.randint(0, n, (cfg.surface_batch,), generator=gen)

@@ -93,7 +93,11 @@ def content_for(paths: Sequence[Path], device: str = "auto"):
             from .signal import SignalViewer
 
             return lambda server: SignalViewer(server, run, task, device)
-        raise InputError(run, f"holds a {task or 'unknown'} run: the viewer shows nerf, image, audio and video runs")
+        if task == "sdf":
+            from .sdf import SdfViewer
+
+            return lambda server: SdfViewer(server, run, device)
+        raise InputError(run, f"holds a {task or 'unknown'} run: the viewer shows nerf, sdf, image, audio and video runs")
     for p in paths:
         if p.is_dir():
             raise InputError(p, "is a folder: give one run folder alone, or point-cloud / mesh files")

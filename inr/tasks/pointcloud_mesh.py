@@ -1,0 +1,87 @@
+"""`inr pointcloud mesh IN OUT`: a scan to a surface in one command. The cloud is denoised (the
+network, MLS, or not at all), oriented (normals estimated unless the file has them and nothing
+moved the points), then meshed: a signed distance field fitted with `fit-sdf` (a resumable run
+folder beside OUT), screened Poisson or ball pivoting."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from ..errors import InputError
+from .outputs import MESH_FORMATS, check_suffix, write_mesh
+
+METHODS = ("sdf", "poisson", "ball-pivoting")
+DENOISERS = ("network", "mls", "none")
+
+
+def denoise(points: np.ndarray, how: str, weights: Optional[str] = None, voxel: Optional[float] = None,
+            device: str = "auto", progress: bool = False, seed: int = 0) -> np.ndarray:
+    """The cloud denoised by the network (as many points out as in, spread evenly), by MLS
+    projection, or unchanged ('none')."""
+    if how == "none":
+        return points
+    if how == "mls":
+        from ..pointcloud.mls import mls_project
+
+        return mls_project(points)
+    from ..pointcloud.voxel import even_subsample
+    from .pointcloud import network_points
+
+    out, _ = network_points(points, weights, voxel, device, progress)
+    return even_subsample(out, len(points), seed)
+
+
+def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "network", weights: Optional[str] = None,
+              preset: Optional[str] = None, time_budget: Optional[float] = 120.0, steps: Optional[int] = None,
+              resolution: Optional[int] = None, poisson_depth: int = 8, overwrite: bool = False, device: str = "auto",
+              progress: bool = True, seed: int = 0, voxel: Optional[float] = None) -> Dict[str, Any]:
+    from ..data.pointclouds import read_oriented_cloud, write_cloud
+    from ..data.surfaces import estimate_normals
+
+    check_suffix(out, MESH_FORMATS, "mesh")
+    if method not in METHODS:
+        raise InputError(None, f"--method must be one of {', '.join(METHODS)}")
+    if denoiser not in DENOISERS:
+        raise InputError(None, f"--denoise must be one of {', '.join(DENOISERS)}")
+    run_dir = out.with_name(f"{out.stem}-run")
+    oriented = out.with_name(f"{out.stem}-oriented.ply")
+    if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
+        raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
+                         f"inr fit-sdf --resume {run_dir})")
+    points, _, normals = read_oriented_cloud(inp, "drop")
+    if len(points) < 10:
+        raise InputError(inp, f"holds {len(points)} points; a surface needs at least 10")
+    start = time.perf_counter()
+    cleaned = denoise(points, denoiser, weights, voxel, device, progress, seed)
+    if denoiser != "none" or normals is None:
+        normals = estimate_normals(cleaned, inp)
+    prepared = time.perf_counter() - start
+    result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method}
+    if method == "sdf":
+        from .run import RunOptions, train
+
+        write_cloud(oriented, cleaned, normals=normals)
+        overrides = {"train.mesh_resolution": resolution} if resolution else {}
+        opts = RunOptions(task="sdf", input=str(oriented), preset=preset, out=str(run_dir), steps=steps,
+                          time_budget=time_budget, seed=seed, overrides=overrides, device=device, progress=progress,
+                          overwrite=overwrite)
+        r = train(opts)
+        import trimesh
+
+        mesh = trimesh.load(run_dir / "mesh.ply", process=False)
+        result.update({"run": str(run_dir), "oriented": str(oriented), "fit_seconds": r["seconds"], "steps": r["steps"]})
+    else:
+        from ..pointcloud import classical
+
+        mesh = (classical.poisson(cleaned, normals, poisson_depth) if method == "poisson"
+                else classical.ball_pivoting(cleaned, normals))
+        if len(mesh.faces) == 0:
+            raise InputError(inp, f"{method} made no faces from this cloud")
+    write_mesh(out, mesh)
+    result.update({"out": str(out), "vertices": int(len(mesh.vertices)), "faces": int(len(mesh.faces)),
+                   "prepare_seconds": round(prepared, 3), "seconds": round(time.perf_counter() - start, 3)})
+    return result

@@ -1,0 +1,203 @@
+"""Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
+
+    make meshes
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy] [--budget 120] [--meshes a,b]
+
+reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
+  diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), scored by Chamfer-L1 to
+  100,000 clean surface points, as output/input ratios: the network (`pointcloud denoise`), MLS
+  (`--baseline mls`) and Open3D's statistical outlier removal (`--baseline open3d`). Every mesh.
+sdf: clean dense scans (100,000 points with the mesh's face normals) to meshes: `fit-sdf`
+  (hashgrid_sdf, --budget seconds), screened Poisson (depth 8 and 9) and ball pivoting on the
+  same points; Chamfer-L1 from 100,000 points sampled on each mesh to 100,000 on the truth, as
+  a share of the diagonal, and seconds. Four meshes (SDF_MESHES).
+noisy: the 1 %-noise 5,000-point scans, denoised by the network, normals estimated (open3d),
+  then the same three methods (`pointcloud mesh --method sdf|poisson|ball-pivoting`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from benchlib import RESULTS, save, table  # noqa: E402
+
+from inr import progress  # noqa: E402
+from inr.pointcloud.metrics import compare  # noqa: E402
+
+MESH_DIR = Path("data/heldout-meshes")
+SDF_MESHES = ("bunny00", "armadillo", "fandisk", "camel")
+TRUTH_POINTS = 100_000
+SCAN_POINTS = 5_000
+CASES = {"noise 1%": (0.01, 0.0), "noise 2%": (0.02, 0.0), "noise 1% + 5% outliers": (0.01, 0.05)}
+
+
+def load_meshes(names=None):
+    import trimesh
+
+    paths = sorted(MESH_DIR.glob("*.off"))
+    if not paths:
+        raise SystemExit(f"no meshes in {MESH_DIR}: run `make meshes` first")
+    out = {}
+    for p in paths:
+        if names and p.stem not in names:
+            continue
+        m = trimesh.load(p, process=True)
+        out[p.stem] = m
+    return out
+
+
+def truth(mesh, seed=1):
+    import trimesh
+
+    pts, _ = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=seed)
+    return np.asarray(pts)
+
+
+def scan(mesh, sigma, outliers, seed):
+    """SCAN_POINTS noisy points (and the outlier share replaced by uniform points in the box)."""
+    import trimesh
+
+    rng = np.random.default_rng(seed)
+    pts, _ = trimesh.sample.sample_surface(mesh, SCAN_POINTS, seed=seed)
+    diag = float(np.linalg.norm(mesh.extents))
+    pts = np.asarray(pts) + rng.normal(scale=sigma * diag, size=(SCAN_POINTS, 3))
+    n_out = int(round(outliers * SCAN_POINTS))
+    if n_out:
+        lo, hi = mesh.bounds
+        pts[rng.choice(SCAN_POINTS, n_out, replace=False)] = rng.uniform(lo, hi, size=(n_out, 3))
+    return pts
+
+
+def cl1(points, ref):
+    return compare(points, ref, 1.0)["chamfer_l1"]
+
+
+def mesh_cl1(mesh, ref, diag):
+    import trimesh
+
+    if len(mesh.faces) == 0:
+        return float("nan")
+    pts, _ = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=2)
+    return cl1(np.asarray(pts), ref) / diag
+
+
+def reconstruct(meshes):
+    from inr.pointcloud.mls import mls_project
+    from inr.tasks.pointcloud import network_points, statistical_outlier_baseline
+    from inr.pointcloud.voxel import even_subsample
+
+    rows = []
+    for case, (sigma, outliers) in CASES.items():
+        for m, (name, mesh) in enumerate(meshes.items()):
+            ref = truth(mesh)
+            noisy = scan(mesh, sigma, outliers, seed=40_000 + m)
+            c_in = cl1(noisy, ref)
+            t = time.perf_counter()
+            net = even_subsample(network_points(noisy)[0], len(noisy), 0)
+            t_net = time.perf_counter() - t
+            t = time.perf_counter()
+            mls = mls_project(noisy)
+            t_mls = time.perf_counter() - t
+            o3d = statistical_outlier_baseline(noisy)
+            row = {"case": case, "mesh": name, "network / input": cl1(net, ref) / c_in, "MLS / input": cl1(mls, ref) / c_in,
+                   "open3d / input": cl1(o3d, ref) / c_in, "network s": t_net, "MLS s": t_mls}
+            row["network <= MLS"] = "yes" if row["network / input"] <= row["MLS / input"] else "NO"
+            rows.append(row)
+            print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
+def fit_sdf(points, normals, budget, work: Path, name: str):
+    from inr.data.pointclouds import write_cloud
+    from inr.tasks.run import RunOptions, train
+
+    import trimesh
+
+    cloud = work / f"{name}.ply"
+    write_cloud(cloud, points, normals=normals)
+    t = time.perf_counter()
+    r = train(RunOptions(task="sdf", input=str(cloud), out=str(work / f"{name}-run"), time_budget=budget,
+                         progress=False, overwrite=True))
+    secs = time.perf_counter() - t
+    return trimesh.load(work / f"{name}-run" / "mesh.ply", process=False), secs, r["steps"]
+
+
+def classical(points, normals):
+    from inr.pointcloud import classical as cl
+
+    out = {}
+    for label, fn in (("poisson 8", lambda: cl.poisson(points, normals, 8)), ("poisson 9", lambda: cl.poisson(points, normals, 9)),
+                      ("ball pivoting", lambda: cl.ball_pivoting(points, normals))):
+        t = time.perf_counter()
+        mesh = fn()
+        out[label] = (mesh, time.perf_counter() - t)
+    return out
+
+
+def surfaces(meshes, budget, noisy: bool):
+    import trimesh
+
+    from inr.data.surfaces import estimate_normals
+    from inr.pointcloud.voxel import even_subsample
+    from inr.tasks.pointcloud import network_points
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for m, (name, mesh) in enumerate(meshes.items()):
+            if name not in SDF_MESHES:
+                continue
+            ref = truth(mesh)
+            diag = float(np.linalg.norm(mesh.extents))
+            t = time.perf_counter()
+            if noisy:
+                pts = even_subsample(network_points(scan(mesh, 0.01, 0.0, seed=40_000 + m))[0], SCAN_POINTS, 0)
+                normals = estimate_normals(pts)
+            else:
+                pts, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=5)
+                pts, normals = np.asarray(pts), mesh.face_normals[faces]
+            prep = time.perf_counter() - t
+            sdf_mesh, secs, steps = fit_sdf(pts, normals, budget, Path(tmp), name)
+            row = {"mesh": name, "input": "noisy 5k, denoised" if noisy else "clean 100k",
+                   "fit-sdf CL1 (1e-3 diag)": 1e3 * mesh_cl1(sdf_mesh, ref, diag), "fit-sdf s": secs, "steps": steps}
+            for label, (cm, s) in classical(pts, normals).items():
+                row[f"{label} CL1 (1e-3 diag)"] = 1e3 * mesh_cl1(cm, ref, diag)
+                row[f"{label} s"] = s
+            row["prepare s"] = prep
+            row["sdf / poisson 9"] = row["fit-sdf CL1 (1e-3 diag)"] / row["poisson 9 CL1 (1e-3 diag)"]
+            rows.append(row)
+            print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy"])
+    ap.add_argument("--budget", type=float, default=120.0, help="fit-sdf training seconds per shape")
+    ap.add_argument("--meshes", help="comma-separated subset of the held-out meshes")
+    args = ap.parse_args()
+    progress.set_enabled(False)
+    meshes = load_meshes(args.meshes.split(",") if args.meshes else None)
+    sections = args.only or ["reconstruct", "sdf", "noisy"]
+    if "reconstruct" in sections:
+        rows = reconstruct(meshes)
+        save("surface_reconstruct", rows)
+        print(table(rows, ["case", "mesh", "network / input", "MLS / input", "open3d / input", "network <= MLS",
+                           "network s", "MLS s"]))
+    for section in ("sdf", "noisy"):
+        if section in sections:
+            rows = surfaces(meshes, args.budget, noisy=section == "noisy")
+            save(f"surface_{section}", rows)
+            cols = ["mesh", "input", "fit-sdf CL1 (1e-3 diag)", "poisson 8 CL1 (1e-3 diag)", "poisson 9 CL1 (1e-3 diag)",
+                    "ball pivoting CL1 (1e-3 diag)", "sdf / poisson 9", "fit-sdf s", "steps", "poisson 9 s", "ball pivoting s"]
+            print(table(rows, cols))
+
+
+if __name__ == "__main__":
+    main()

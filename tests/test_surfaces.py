@@ -1,0 +1,104 @@
+"""Point clouds to surfaces: MLS projection, the thin/open/drilled training shapes, mesh mixing and
+fine-tuning in pointcloud training, and `inr pointcloud mesh`."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from inr.cli import main
+from inr.data.pointclouds import read_cloud, write_cloud
+
+from .test_pointcloud import _sphere_points
+
+
+def test_mls_leaves_a_plane_alone_and_pulls_noise_onto_a_sphere():
+    from inr.pointcloud.mls import mls_project
+
+    rng = np.random.default_rng(0)
+    plane = np.c_[rng.uniform(-1, 1, (2000, 2)), np.zeros(2000)] @ np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    assert np.abs(mls_project(plane) - plane).max() < 1e-9
+    noisy = _sphere_points(5000, noise=0.02)
+    out = mls_project(noisy)
+    assert out.shape == noisy.shape
+    before, after = np.abs(np.linalg.norm(noisy, axis=1) - 1).mean(), np.abs(np.linalg.norm(out, axis=1) - 1).mean()
+    assert after < 0.45 * before, (before, after)
+
+
+def test_denoise_mls_baseline_cli(tmp_path, capsys):
+    np.save(tmp_path / "in.npy", _sphere_points(3000, noise=0.02))
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.ply"), "--baseline", "mls"]) == 0
+    assert "MLS projection" in capsys.readouterr().out
+    out, _ = read_cloud(tmp_path / "out.ply")
+    assert len(out) == 3000 and np.abs(np.linalg.norm(out, axis=1) - 1).mean() < 0.01
+
+
+def test_new_shape_families_have_thin_parts_holes_and_open_cuts():
+    from inr.pointcloud.shapes import creature, drilled, open_cut, sdf_mesh, sphere, winged
+
+    mesh = sdf_mesh(sphere(0.5013), resolution=64)
+    assert mesh.is_watertight and mesh.volume == pytest.approx(4 / 3 * np.pi * 0.5013**3, rel=0.01)
+    rng = np.random.default_rng(1)
+    for family in (creature, winged):
+        m = sdf_mesh(family(rng), resolution=128)
+        # a thin part: a share of the surface whose local thickness (along the inward normal) is small
+        pts, faces = m.sample(4000, return_index=True)
+        tip = pts - m.face_normals[faces] * 0.1
+        from scipy.spatial import cKDTree
+
+        d, _ = cKDTree(m.vertices).query(tip)
+        assert m.is_watertight and (d < 0.08).mean() > 0.02
+    holed = sdf_mesh(drilled(np.random.default_rng(3)), resolution=96)
+    assert holed.is_watertight
+    cut = open_cut(mesh, np.random.default_rng(0))
+    boundary = len(np.unique(cut.edges_sorted, axis=0, return_counts=True)[1] == 1)
+    assert not cut.is_watertight and boundary > 0 and 0.4 * mesh.area <= cut.area < mesh.area
+
+
+def test_training_mixes_given_meshes_with_synthetic_shapes_and_can_start_from_weights(tmp_path):
+    import trimesh
+
+    from inr.errors import InputError
+    from inr.presets import PointCloudTrainConfig
+    from inr.tasks.pointcloud import default_weights
+    from inr.tasks.pointcloud_train import PointCloudModule, ShapeStream, load_weights
+
+    box = trimesh.creation.box((1.0, 2.0, 3.0))  # 12 faces: no synthetic shape has so few
+    cfg = PointCloudTrainConfig(mesh_share=0.5, open_share=0.0, shape_resolution=32)
+    rng = np.random.default_rng(0)
+    stream = ShapeStream(cfg, [box], seed=0)
+    faces = [len(stream._new_mesh(rng).faces) for _ in range(16)]
+    assert 3 <= sum(f == 12 for f in faces) <= 13 and any(f > 12 for f in faces)
+    shipped = load_weights(default_weights())
+    module = PointCloudModule(shipped.cfg.to_dict(), {"init_weights": str(default_weights())})
+    for k, v in shipped.state_dict().items():
+        assert torch.equal(module.model.state_dict()[k], v)
+    with pytest.raises(InputError, match="other settings"):
+        PointCloudModule({**shipped.cfg.to_dict(), "width": 8}, {"init_weights": str(default_weights())})
+
+
+def test_pointcloud_mesh_poisson_and_sdf(tmp_path, capsys):
+    import trimesh
+
+    noisy = _sphere_points(4000, noise=0.01)
+    np.save(tmp_path / "in.npy", noisy)
+    assert main(["pointcloud", "mesh", str(tmp_path / "in.npy"), str(tmp_path / "p.obj"), "--method", "poisson",
+                 "--denoise", "mls", "--no-progress"]) == 0
+    assert "poisson" in capsys.readouterr().out
+    mesh = trimesh.load(tmp_path / "p.obj")
+    assert np.abs(np.linalg.norm(mesh.vertices, axis=1) - 1).mean() < 0.02
+    clean = _sphere_points(3000, seed=1)
+    write_cloud(tmp_path / "oriented.ply", clean, normals=clean)
+    args = ["pointcloud", "mesh", str(tmp_path / "oriented.ply"), str(tmp_path / "s.ply"), "--denoise", "none",
+            "--steps", "150", "--resolution", "48", "--no-progress"]
+    assert main(args) == 0
+    run = tmp_path / "s-run"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["normals"] == "file" and metrics["steps"] == 150  # the file's normals, nothing moved the points
+    sphere = trimesh.load(tmp_path / "s.ply")
+    assert np.abs(np.linalg.norm(sphere.vertices, axis=1) - 1).mean() < 0.03
+    capsys.readouterr()
+    assert main(args) == 2 and "already holds a run" in capsys.readouterr().err
+    assert main(["pointcloud", "mesh", str(tmp_path / "in.npy"), str(tmp_path / "x.stl")]) == 2
+    assert "unsupported mesh format" in capsys.readouterr().err
