@@ -87,7 +87,14 @@ def main():
     clip.mkdir(exist_ok=True)
     for k in range(4):
         smooth_image(clip / f"f{k}.png", 32)
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    p = rng.normal(size=(5000, 3))
+    p = p / np.linalg.norm(p, axis=1, keepdims=True)
+    np.save(tmp / "oriented.npy", np.concatenate([p, np.zeros_like(p), p], 1).astype(np.float32))  # xyz, rgb, normals
     inputs = {"image": ["fit-image", str(img)], "audio": ["fit-audio", str(wav)], "video": ["fit-video", str(clip)],
+              "sdf": ["fit-sdf", str(tmp / "oriented.npy"), "--set", "train.mesh_resolution=64"],
               "nerf": ["nerf", "train", "--downscale", "4"], "pointcloud": ["pointcloud", "train", "--set", "train.dense_points=4000"]}
     jobs = [(f"2 steps {task}/{preset}", INR + head + ["--preset", preset, "--out", str(tmp / f"{task}-{preset}")] + sets)
             for task, head in inputs.items() for preset in available_presets(task)]
@@ -102,14 +109,13 @@ def main():
         report["nerf60"] = {k: m[k] for k in ("test_psnr", "test_ssim", "steps", "seconds", "rays_per_second", "device")}
     run("nerf render", INR + ["nerf", "render", str(tmp / "nerf60"), "--frames", "8", "--out", str(tmp / "orbit.gif"),
                               "--device", dev, "--no-progress"], report)
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    p = rng.normal(size=(5000, 3))
-    p = p / np.linalg.norm(p, axis=1, keepdims=True) + 0.01 * rng.normal(size=(5000, 3))
+    p = p + 0.01 * rng.normal(size=(5000, 3))
     np.save(tmp / "sphere.npy", p.astype(np.float32))
     run("pointcloud reconstruct", INR + ["pointcloud", "reconstruct", str(tmp / "sphere.npy"), "--out", str(tmp / "sphere_out.npy"),
                                          "--device", dev, "--no-progress"], report)
+    run("pointcloud mesh (sdf, 20 s)", INR + ["pointcloud", "mesh", str(tmp / "sphere.npy"), str(tmp / "sphere_mesh.ply"),
+                                              "--time-budget", "20", "--resolution", "128", "--overwrite", "--device", dev,
+                                              "--no-progress"], report)
     try:
         if dev != "cpu":
             hashgrid_speed(report)

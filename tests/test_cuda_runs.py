@@ -33,3 +33,19 @@ def test_nerf_train_eval_and_export_on_the_gpu(tmp_path):
     assert m["device"].startswith("cuda") and m["test_psnr"] > 8
     assert main(["nerf", "eval", str(out), "--device", "cuda"]) == 0
     assert json.loads((out / "eval.json").read_text())["test_psnr"] == pytest.approx(m["test_psnr"], abs=0.05)
+
+
+@pytest.mark.parametrize("preset", ["hashgrid_sdf", "siren_sdf"])
+def test_sdf_fit_and_extract_mesh_on_the_gpu(tmp_path, preset):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    p = rng.normal(size=(4000, 3))
+    p /= np.linalg.norm(p, axis=1, keepdims=True)
+    np.save(tmp_path / "sphere.npy", np.concatenate([p, np.zeros_like(p), p], 1))  # x y z, r g b, normals
+    out = tmp_path / "run"
+    assert main(["fit-sdf", str(tmp_path / "sphere.npy"), "--preset", preset, "--steps", "100", "--device", "cuda",
+                 "--out", str(out), "--no-progress", "--set", "train.mesh_resolution=64"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["device"].startswith("cuda") and m["normals"] == "file" and m["mesh_faces"] > 0
+    assert main(["extract-mesh", str(out), "--resolution", "48", "--device", "cuda", "--no-progress"]) == 0

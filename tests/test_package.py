@@ -60,7 +60,7 @@ def test_point_clouds_without_open3d(tmp_path, monkeypatch):
         assert np.allclose(back, pts, atol=1e-6)
         if suffix == ".ply":
             assert np.abs(back_cols - cols).max() <= 0.5 / 255 + 1e-9
-    with pytest.raises(Exception, match="PCD files need open3d"):
+    with pytest.raises(Exception, match="PCD files and PLY normals need open3d"):
         write_cloud(tmp_path / "c.pcd", pts)
     sub = even_subsample(pts, 100)
     assert sub.shape == (100, 3)

@@ -253,7 +253,11 @@ def test_sdf_viewer_shows_the_level_set_and_the_slice(tmp_path):
         assert sdf.mesh.area > 1.2 * 4 * np.pi**2 * 1.0 * 0.35
         # the slice through the torus's middle plane: blue inside (the tube), orange outside
         img = sdf._slice_array().astype(int)
-        assert near(img, (60, 110, 215), 60).mean() > 0.05 and near(img, (240, 150, 60), 60).mean() > 0.3
+        blue, orange = img[..., 2] > img[..., 0] + 40, img[..., 0] > img[..., 2] + 40
+        assert blue.mean() > 0.05 and orange.mean() > 0.5
+        # the torus (R 1, r 0.35) is scaled by 0.9 / 1.35 into the box [-1, 1]: its tube's centre
+        # line crosses the middle row at x = +-0.667 (columns 43 and 213); the hole is outside
+        assert orange[128, 128] and blue[128, 213] and blue[128, 43] and orange[128, 252]
         with page_at(viewer.url) as page:
             shot = wait_until(page, lambda im: near(im, (240, 150, 60), 70).mean() > 0.02)
             assert near(shot, (240, 150, 60), 70).mean() > 0.02, "the slice plane is not drawn"

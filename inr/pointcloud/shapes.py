@@ -280,7 +280,7 @@ def sdf_mesh(f: SDF, resolution: int = 72, extent: float = 1.2):
         raise ValueError("the shape has no surface inside the box") from None
     res = values.shape[0] - 2
     index = (verts.astype(np.float64) + 1.0) * (res + 1) / 2 - 1.0  # zero_level_mesh spans the padded lattice over [-1, 1]
-    return trimesh.Trimesh((index * 2.0 / (res - 1) - 1.0) * extent, faces, process=True)
+    return trimesh.Trimesh((index * 2.0 / (res - 1) - 1.0) * extent, faces, process=False)  # welded by marching cubes; merging near-coincident vertices would pinch edges
 
 
 @dataclass

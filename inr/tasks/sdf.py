@@ -145,7 +145,7 @@ def mesh_of(module, resolution: int, level: float = 0.0):
     values, mask = sdf_lattice(lambda x: module.sdf_eval(x) - level, resolution, device=module.device)
     verts, faces = zero_level_mesh(values, mask)
     verts = module.to_world(torch.from_numpy(verts).double()).numpy()
-    return trimesh.Trimesh(verts, faces, process=True)
+    return trimesh.Trimesh(verts, faces, process=False)  # welded by marching cubes; merging near-coincident vertices can pinch edges
 
 
 def mesh_metrics(mesh, points: np.ndarray, normals: Optional[np.ndarray], seed: int = 0) -> Dict[str, Any]:
