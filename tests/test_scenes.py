@@ -82,7 +82,7 @@ def test_not_a_scene_folder(tmp_path):
         load_scene(tmp_path / "nope")
 
 
-def test_transforms_json_intrinsics_split_and_distortion(tmp_path):
+def test_transforms_json_intrinsics_splits_and_box(tmp_path):
     root = tmp_path / "t"
     frames = []
     for k in range(9):
@@ -97,11 +97,19 @@ def test_transforms_json_intrinsics_split_and_distortion(tmp_path):
     # images are 20x10 copies of 40x20 originals: intrinsics scale by 1/2
     assert torch.allclose(s.splits["train"].intrinsics[0], torch.tensor([12.5, 13.0, 4.5, 2.0]))
     assert torch.allclose(s.splits["train"].intrinsics[2], torch.tensor([15.0, 13.0, 4.5, 2.0]))
-    assert s.aabb[3] == 6.0
-    data["k1"] = 0.1
+    assert s.aabb[3] == 4.0 and s.extra["poses"] == "normalise"  # aabb_scale x [-1, 1]^3 around normalised cameras
+    assert load_scene(root, poses="keep").aabb[3] == 6.0  # as given: instant-ngp's 1.5 x aabb_scale
+    # nerfstudio's split lists win over the every-8th rule
+    data.update(train_filenames=[f"images/{k}.png" for k in (1, 2, 3)], test_filenames=["./images/5.png"])
     (root / "transforms.json").write_text(json.dumps(data))
-    with pytest.raises(InputError, match="lens distortion"):
+    s = load_scene(root)
+    assert s.splits["train"].names == ["images/1.png", "images/2.png", "images/3.png"] and s.splits["test"].names == ["images/5.png"]
+    data["test_filenames"] = ["images/50.png"]
+    (root / "transforms.json").write_text(json.dumps(data))
+    with pytest.raises(InputError, match="test_filenames names 'images/50.png', which no frame has"):
         load_scene(root)
+    with pytest.raises(InputError, match="--poses must be one of"):
+        load_scene(root, poses="tilt")
 
 
 def test_llff_axes_focal_and_box(tmp_path):

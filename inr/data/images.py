@@ -29,7 +29,9 @@ def to_unit_range(arr: np.ndarray, path: str) -> tuple[np.ndarray, int]:
     if np.issubdtype(arr.dtype, np.integer):
         info = np.iinfo(arr.dtype)
         bits = 16 if info.max > 255 else 8
-        return arr.astype(np.float32) / float(info.max), bits
+        out = arr.astype(np.float32)
+        out /= float(info.max)  # in place: one float copy of a large photo, not two
+        return out, bits
     if np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float32)
         if not np.isfinite(arr).all():

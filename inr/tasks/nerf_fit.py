@@ -26,6 +26,8 @@ DEFAULT_SCENE = "tabletop"
 class NerfOptions(TaskOptions):
     downscale: int = 1
     """Divide image sizes by this factor."""
+    poses: Optional[str] = None
+    """transforms.json / COLMAP poses: "normalise" (default) or "keep"."""
 
 
 def default_scene() -> str:
@@ -70,16 +72,19 @@ class NerfTask(Task):
     @classmethod
     def add_arguments(cls, parser) -> None:
         parser.add_argument("--downscale", type=positive_int, help="divide image sizes by this factor (default 1)")
+        parser.add_argument("--poses", choices=["normalise", "keep"],
+                            help="transforms.json / COLMAP poses: orient, centre and scale them as nerfstudio does "
+                                 "(normalise, the default) or keep them as given")
 
     @classmethod
     def options_from_args(cls, args) -> Dict[str, Any]:
-        return {"downscale": args.downscale}
+        return {"downscale": args.downscale, "poses": args.poses}
 
     def default_input(self) -> Optional[str]:
         return default_scene()
 
     def load(self) -> None:
-        self.scene = load_scene(self.opts.input or default_scene(), self.options.downscale)
+        self.scene = load_scene(self.opts.input or default_scene(), self.options.downscale, self.options.poses)
         from .nerf import BACKGROUNDS
 
         self.background = BACKGROUNDS.get(self.preset.train.eval_background, 1.0)
@@ -143,7 +148,8 @@ def load_nerf_run(run_dir: Path, device: str = "auto"):
     module, config = load_run(Path(run_dir), "nerf", NerfModule, device)
     module.configure_model()  # compiled callables when the preset asks for them
     run = config["run"]
-    scene = load_scene(run.get("input") or default_scene(), int((run.get("task_options") or {}).get("downscale") or 1))
+    options = run.get("task_options") or {}
+    scene = load_scene(run.get("input") or default_scene(), int(options.get("downscale") or 1), options.get("poses"))
     return module, scene, config
 
 
