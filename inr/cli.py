@@ -154,14 +154,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(p, "", with_preset=False)
     p.add_argument("--holdout", choices=["none", "even-odd"], help="see fit-image")
 
-    nerf = sub.add_parser("nerf", help="NeRF on scene folders (train, eval, render, export)",
-                          description="Radiance fields on Blender, instant-ngp/nerfstudio or LLFF scene folders.")
+    nerf = sub.add_parser("nerf", help="NeRF on scene folders (process, train, eval, render, export)",
+                          description="Radiance fields on Blender, instant-ngp/nerfstudio, COLMAP or LLFF scene folders, and "
+                          "scene folders made from photos or a video (process).")
     nsub = nerf.add_subparsers(dest="nerf_command", metavar="ACTION", required=True)
     p = _add_train_command(nsub, "train", "nerf", "SCENE", "train a radiance field on a scene")
     p.add_argument("--viewer", action="store_true", help="a live web viewer of the field while it trains (at most "
                    "10 %% of the training time goes to its renders)")
     p.add_argument("--viewer-port", type=positive_int, default=8080, help="its port (default 8080)")
     p.add_argument("--viewer-host", default="127.0.0.1", help="its address (default 127.0.0.1: this machine only)")
+    p = nsub.add_parser("process", help="photos or a video -> a posed scene folder (structure from motion)",
+                        description="Recover camera poses of photos (a folder) or of frames of a video with pycolmap "
+                        "(SIFT, matching, incremental mapping) and write a scene folder: transforms.json (nerfstudio's "
+                        "convention), images/ and images_2/4/8, sparse/0 (the COLMAP model), sparse_pc.ply.")
+    p.add_argument("input", metavar="INPUT", help="a folder of photos or a video file")
+    p.add_argument("out", metavar="OUT_SCENE", help="the scene folder to write")
+    p.add_argument("--fps", type=positive_float, help="video: frames kept per second (default: about --num-frames in all)")
+    p.add_argument("--num-frames", type=positive_int, default=100, help="video: about this many frames (default 100)")
+    p.add_argument("--matcher", choices=["auto", "exhaustive", "sequential"], default="auto",
+                   help="feature matching: exhaustive for photos and up to 120 frames, sequential for longer videos (auto)")
+    p.add_argument("--camera-model", default="SIMPLE_RADIAL",
+                   choices=["SIMPLE_RADIAL", "OPENCV", "PINHOLE", "SIMPLE_PINHOLE", "RADIAL", "OPENCV_FISHEYE"],
+                   help="COLMAP camera model shared by all images (default SIMPLE_RADIAL)")
+    p.add_argument("--max-size", type=positive_int, default=1600, help="longest image side for SIFT (default 1600)")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT_SCENE if it exists")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p = nsub.add_parser("eval", help="score a trained run on its test split",
                         description="Render every test view of a nerf train run; per-view and mean PSNR/SSIM to DIR/eval.json.")
     p.add_argument("run", metavar="DIR")
@@ -334,6 +351,14 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
 def cmd_nerf(args: argparse.Namespace) -> int:
     if args.nerf_command == "train":
         return cmd_train(args)
+    if args.nerf_command == "process":
+        from .tasks.nerf_process import process
+
+        r = process(Path(args.input), Path(args.out), fps=args.fps, num_frames=args.num_frames, matcher=args.matcher,
+                    camera_model=args.camera_model, max_size=args.max_size, overwrite=args.overwrite)
+        print(f"registered {r['registered']} / {r['images']} images, mean reprojection error {r['reprojection_error_px']:.2f} px, "
+              f"{r['points']:,} points, {r['seconds']:.1f} s ({r['matcher']} matching); scene in {args.out}")
+        return 0
     if args.nerf_command == "render":
         from .tasks.nerf_export import render_orbit
 

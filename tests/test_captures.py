@@ -269,3 +269,50 @@ def test_loading_large_images_holds_one_original_at_a_time(tmp_path):
     assert r["peak_mb"] < 3 * one, r  # decoding one original and its float copy, besides the small scaled set
     full = peak_load(root, 1)  # the probe sees the difference: every original kept, 12 x 34 MB
     assert full["peak_mb"] > 10 * one, full
+
+
+def test_process_photos_recovers_the_true_cameras(tmp_path):
+    from inr.cli import main
+    from inr.data.cameras import pose_errors
+    from inr.data.testscenes import ring_poses, write_photos
+
+    truth = ring_poses(24)
+    write_photos(tmp_path / "photos", truth)
+    out = tmp_path / "scene"
+    assert main(["nerf", "process", str(tmp_path / "photos"), str(out), "--no-progress"]) == 0
+    data = json.loads((out / "transforms.json").read_text())
+    assert data["inr_process"]["registered"] == 24 and data["inr_process"]["reprojection_error_px"] < 1.0
+    est = np.stack([np.array(f["transform_matrix"]) for f in data["frames"]])
+    idx = [int(f["file_path"][-7:-4]) for f in data["frames"]]
+    err = pose_errors(est, truth[idx])
+    assert err["rotation_deg_max"] < 0.5 and err["position_max_share"] < 0.005, err
+    assert abs(data["fl_x"] * 1.0 - 280.0) < 3.0  # the renderer's focal length, recovered
+    for d in (2, 4, 8):
+        assert iio.improps(out / f"images_{d}" / "photo_000.jpg").shape[:2] == (240 // d, 320 // d)
+    scene = load_scene(out, downscale=4)  # the scene folder trains as it is
+    assert len(scene.splits["train"]) == 21 and scene.points is not None and scene.near > 0
+    assert scene.splits["train"].images.shape[1:3] == (60, 80)
+    assert not list(tmp_path.glob(".scene.partial*"))
+
+
+def test_process_a_video_and_refuse_what_does_not_register(tmp_path, capsys):
+    from inr.cli import main
+    from inr.data.testscenes import ring_poses, write_video
+
+    write_video(tmp_path / "walk.mp4", ring_poses(48), fps=12)
+    out = tmp_path / "scene"
+    assert main(["nerf", "process", str(tmp_path / "walk.mp4"), str(out), "--num-frames", "24", "--no-progress"]) == 0
+    data = json.loads((out / "transforms.json").read_text())
+    assert data["inr_process"]["frames"] == 24 and data["inr_process"]["registered"] == 24
+    # noise photos: nothing to match; exit 2 with one line, no folder left behind
+    (tmp_path / "noise").mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(5):
+        iio.imwrite(tmp_path / "noise" / f"{k}.png", (rng.random((120, 160, 3)) * 255).astype(np.uint8))
+    capsys.readouterr()
+    assert main(["nerf", "process", str(tmp_path / "noise"), str(tmp_path / "bad"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "noise: only" in err and "of 5 images registered" in err and not (tmp_path / "bad").exists()
+    assert not list(tmp_path.glob(".bad.partial*"))
+    assert main(["nerf", "process", str(tmp_path / "noise"), str(out), "--no-progress"]) == 2  # exists, no --overwrite
+    assert "exists; pass --overwrite" in capsys.readouterr().err

@@ -68,8 +68,8 @@ def undistort_image(image: torch.Tensor, intrinsics: Sequence[float], lens: Lens
     """The pinhole image with the same size and intrinsics (fx, fy, cx, cy) as a distorted one.
 
     Every output pixel centre is mapped through the lens into the distorted image and sampled
-    there bilinearly. Returns the image (H, W, C) and a (H, W) bool mask of the pixels whose
-    sample lies inside the distorted image (the rest are 0).
+    there bilinearly (the outer half pixel takes the edge pixel). Returns the image (H, W, C) and
+    a (H, W) bool mask of the pixels whose sample lies inside the distorted image (the rest are 0).
     """
     h, w = image.shape[:2]
     fx, fy, cx, cy = (float(v) for v in intrinsics)
@@ -79,11 +79,13 @@ def undistort_image(image: torch.Tensor, intrinsics: Sequence[float], lens: Lens
     xy = torch.stack([(u - cx) / fx, (v - cy) / fy], -1)
     d = distort(xy, lens)
     su, sv = d[..., 0] * fx + cx, d[..., 1] * fy + cy
-    valid = (su >= 0.5) & (su <= w - 0.5) & (sv >= 0.5) & (sv <= h - 0.5) & torch.isfinite(su) & torch.isfinite(sv)
+    # inside the distorted image's area (between its outer pixel centres and edges, the edge pixel is used)
+    valid = (su >= 0) & (su <= w) & (sv >= 0) & (sv <= h) & torch.isfinite(su) & torch.isfinite(sv)
     grid = torch.stack([su / w * 2 - 1, sv / h * 2 - 1], -1).to(torch.float32)  # align_corners=False: pixel edges at +-1
-    grid = torch.where(valid[..., None], grid, torch.full_like(grid, -2.0))
+    grid = torch.where(valid[..., None], grid, torch.zeros_like(grid))
     out = torch.nn.functional.grid_sample(image.permute(2, 0, 1)[None].float(), grid[None], mode="bilinear",
-                                          padding_mode="zeros", align_corners=False)[0].permute(1, 2, 0)
+                                          padding_mode="border", align_corners=False)[0].permute(1, 2, 0)
+    out = torch.where(valid[..., None], out, torch.zeros_like(out))
     return out.to(image.dtype).contiguous(), valid
 
 
@@ -154,3 +156,32 @@ def normalise_poses(c2w: np.ndarray, up: Optional[np.ndarray] = None) -> PoseNor
     centre = c2w[:, :3, 3].mean(0)
     radius = float(np.linalg.norm(c2w[:, :3, 3] - centre, axis=1).max())
     return PoseNormalisation(R, centre, 1.0 / radius if radius > 1e-9 else 1.0)
+
+
+def align_similarity(src: np.ndarray, dst: np.ndarray) -> Tuple[float, np.ndarray, np.ndarray]:
+    """Umeyama's least-squares similarity: (s, R, t) minimising sum |s R src_i + t - dst_i|^2 for
+    (N, 3) point sets (N >= 3, not collinear)."""
+    src, dst = np.asarray(src, np.float64), np.asarray(dst, np.float64)
+    mu_s, mu_d = src.mean(0), dst.mean(0)
+    a, b = src - mu_s, dst - mu_d
+    U, S, Vt = np.linalg.svd(b.T @ a / len(src))
+    D = np.eye(3)
+    if np.linalg.det(U) * np.linalg.det(Vt) < 0:
+        D[2, 2] = -1
+    R = U @ D @ Vt
+    s = float(np.trace(np.diag(S) @ D) / (a**2).sum(1).mean())
+    return s, R, mu_d - s * R @ mu_s
+
+
+def pose_errors(c2w: np.ndarray, truth: np.ndarray) -> dict:
+    """Camera errors of estimated OpenGL poses against the truth after the similarity that best
+    maps the estimated centres onto the true ones: rotation (degrees) and position (in the
+    truth's units, and as a share of the true cameras' extent)."""
+    s, R, t = align_similarity(c2w[:, :3, 3], truth[:, :3, 3])
+    pos = np.linalg.norm((s * c2w[:, :3, 3] @ R.T + t) - truth[:, :3, 3], axis=1)
+    rel = np.einsum("nji,njk->nik", R @ c2w[:, :3, :3], truth[:, :3, :3])  # (R R_est)^T R_true
+    ang = np.degrees(np.arccos(np.clip((np.trace(rel, axis1=1, axis2=2) - 1) / 2, -1, 1)))
+    extent = float(np.linalg.norm(truth[:, :3, 3].max(0) - truth[:, :3, 3].min(0)))
+    return {"rotation_deg_mean": float(ang.mean()), "rotation_deg_max": float(ang.max()),
+            "position_mean": float(pos.mean()), "position_max": float(pos.max()),
+            "position_max_share": float(pos.max() / max(extent, 1e-12))}

@@ -48,11 +48,30 @@ def camera_of(cam, where: Path) -> Tuple[Tuple[float, float, float, float], Lens
                      "(SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV, OPENCV_FISHEYE)")
 
 
+def near_and_box(points: np.ndarray, c2w: np.ndarray) -> Tuple[float, np.ndarray]:
+    """From sparse points and OpenGL cameras: near = 0.9 x the 0.5th percentile of the depths of
+    the points within 45 degrees of each camera's axis (0 without points); box (6,) = the cameras and the central
+    98 % of the points, grown by 10 %."""
+    centres = c2w[:, :3, 3]
+    near = 0.0
+    lo, hi = centres.min(0), centres.max(0)
+    if len(points):
+        rel = [points - m[:3, 3] for m in c2w]
+        depth = np.concatenate([r @ -m[:3, 2] for r, m in zip(rel, c2w)])
+        # points a camera can see: within 45 degrees of its axis (beside it, depths say nothing)
+        seen = np.concatenate([r @ -m[:3, 2] > 0.7 * np.linalg.norm(r, axis=1) for r, m in zip(rel, c2w)])
+        depth = depth[seen]
+        near = 0.9 * float(np.percentile(depth, 0.5)) if len(depth) else 0.0
+        lo = np.minimum(np.percentile(points, 1, axis=0), lo)
+        hi = np.maximum(np.percentile(points, 99, axis=0), hi)
+    grow = 0.1 * (hi - lo) + 1e-3
+    return near, np.concatenate([lo - grow, hi + grow])
+
+
 def load_colmap(root: Path, downscale: int = 1, holdout_every: int = 8, poses: Optional[str] = None):
     """A scene from a COLMAP model: registered images sorted by name, every `holdout_every`-th a
     test view (Mip-NeRF 360's protocol); poses normalised by default (`normalise_poses`, the
-    sparse points with them); near from the points' depths (0.5th percentile in front of any
-    camera, x 0.9); box = the cameras and the central 98 % of the points, grown by 10 %."""
+    sparse points with them); near and box from the points (`near_and_box`)."""
     from .scenes import FrameSpec, Scene, SceneSplit, _fill_splits, _pose_mode, read_frames
 
     model = model_folder(root)
@@ -96,18 +115,7 @@ def load_colmap(root: Path, downscale: int = 1, holdout_every: int = 8, poses: O
     test = idx % holdout_every == 0 if len(specs) > 1 else np.zeros(len(specs), bool)
     splits = {name: SceneSplit(*read_frames([specs[k] for k in idx[sel]], downscale, model))
               for name, sel in (("train", ~test), ("test", test)) if sel.any()}
-    centres = np.stack([s.c2w[:3, 3] for s in specs])
-    near = 0.0
-    if len(points):
-        depth = np.concatenate([(points - s.c2w[:3, 3]) @ -s.c2w[:3, 2] for s in specs])
-        depth = depth[depth > 0]
-        near = 0.9 * float(np.percentile(depth, 0.5)) if len(depth) else 0.0
-        lo, hi = np.percentile(points, 1, axis=0), np.percentile(points, 99, axis=0)
-        lo, hi = np.minimum(lo, centres.min(0)), np.maximum(hi, centres.max(0))
-    else:
-        lo, hi = centres.min(0), centres.max(0)
-    grow = 0.1 * (hi - lo) + 1e-3
-    box = torch.tensor(np.concatenate([lo - grow, hi + grow]), dtype=torch.float32)
-    return Scene(str(root), "colmap", _fill_splits(splits), box, near=near,
+    near, box = near_and_box(points, np.stack([s.c2w for s in specs]))
+    return Scene(str(root), "colmap", _fill_splits(splits), torch.tensor(box, dtype=torch.float32), near=near,
                  extra={"poses": mode, "registered": len(specs), "cameras": len(rec.cameras)},
                  points=points.astype(np.float32))

@@ -112,7 +112,7 @@ def downscaled_copy(file: Path, factor: int) -> Optional[Path]:
     return copy if copy.is_file() else None
 
 
-def _image_size(path: Path) -> Tuple[int, int]:
+def image_size(path: Path) -> Tuple[int, int]:
     """(width, height) from the file's header, without decoding it."""
     import imageio.v3 as iio
 
@@ -144,7 +144,7 @@ def read_frames(specs: List[FrameSpec], downscale: int, path: Path):
         copy = downscaled_copy(spec.file, downscale)
         if copy is not None:
             img = read_image(copy).values
-            full = _image_size(spec.file) if spec.file.is_file() else (img.shape[1] * downscale, img.shape[0] * downscale)
+            full = image_size(spec.file) if spec.file.is_file() else (img.shape[1] * downscale, img.shape[0] * downscale)
             sx, sy = img.shape[1] / full[0], img.shape[0] / full[1]
         else:
             img = read_image(spec.file).values
@@ -265,13 +265,20 @@ def load_transforms(root: Path, downscale: int = 1, holdout_every: int = 8, pose
     specs = _json_specs(root, path, frames, camera, lens)
     mode = _pose_mode(poses)
     box_scale = float(data.get("aabb_scale", 1.0))
+    points = _sparse_points(root, path, data)
     if mode == "normalise":
         norm = normalise_poses(np.stack([s.c2w for s in specs]))
         for spec, m in zip(specs, norm.poses(np.stack([s.c2w for s in specs]))):
             spec.c2w = m
+        points = None if points is None else norm.points(points)
         s = box_scale
     else:
         s = 1.5 * box_scale
+    near = 0.0
+    if points is not None:
+        from .colmap import near_and_box
+
+        near = near_and_box(points, np.stack([s.c2w for s in specs]))[0]
     lists = {split: data[key] for split, key in SPLIT_LISTS.items() if isinstance(data.get(key), list)}
     if lists:
         index = {_clean(spec.name): k for k, spec in enumerate(specs)}
@@ -290,8 +297,22 @@ def load_transforms(root: Path, downscale: int = 1, holdout_every: int = 8, pose
     splits = {split: SceneSplit(*read_frames([specs[k] for k in ks], downscale, path)) for split, ks in chosen.items() if ks}
     if "train" not in splits:
         raise InputError(path, "no frame is left for training")
-    return Scene(str(root), "transforms", _fill_splits(splits), torch.tensor([-s, -s, -s, s, s, s]),
-                 extra={"poses": mode})
+    return Scene(str(root), "transforms", _fill_splits(splits), torch.tensor([-s, -s, -s, s, s, s]), near=near,
+                 extra={"poses": mode, **({"process": data["inr_process"]} if isinstance(data.get("inr_process"), dict) else {})},
+                 points=None if points is None else points.astype(np.float32))
+
+
+def _sparse_points(root: Path, path: Path, data: dict) -> Optional[np.ndarray]:
+    """nerfstudio's `ply_file_path`: the sparse structure-from-motion points, if the file names them."""
+    rel = data.get("ply_file_path")
+    if not rel:
+        return None
+    from .pointclouds import read_cloud
+
+    ply = root / str(rel)
+    if not ply.is_file():
+        raise InputError(path, f"ply_file_path '{rel}' not found under {root}")
+    return np.asarray(read_cloud(ply, duplicates="drop")[0], np.float64)
 
 
 POSE_MODES = ("normalise", "keep")
