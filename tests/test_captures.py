@@ -297,13 +297,21 @@ def test_process_photos_recovers_the_true_cameras(tmp_path):
 
 def test_process_a_video_and_refuse_what_does_not_register(tmp_path, capsys):
     from inr.cli import main
+    from inr.data.cameras import pose_errors
     from inr.data.testscenes import ring_poses, write_video
 
-    write_video(tmp_path / "walk.mp4", ring_poses(48), fps=12)
+    truth = ring_poses(48)
+    write_video(tmp_path / "walk.mp4", truth, fps=12)
     out = tmp_path / "scene"
     assert main(["nerf", "process", str(tmp_path / "walk.mp4"), str(out), "--num-frames", "24", "--no-progress"]) == 0
     data = json.loads((out / "transforms.json").read_text())
     assert data["inr_process"]["frames"] == 24 and data["inr_process"]["registered"] == 24
+    # frames are named by their number in the video: the sharper of frames 1-2, 3-4, ...
+    numbers = [int(f["file_path"][-9:-4]) for f in data["frames"]]
+    assert all(2 * k + 1 <= n <= 2 * k + 2 for k, n in enumerate(numbers))
+    est = np.stack([np.array(f["transform_matrix"]) for f in data["frames"]])
+    err = pose_errors(est, truth[[n - 1 for n in numbers]])
+    assert err["rotation_deg_max"] < 1.0 and err["position_max_share"] < 0.01, err
     # noise photos: nothing to match; exit 2 with one line, no folder left behind
     (tmp_path / "noise").mkdir()
     rng = np.random.default_rng(0)

@@ -39,8 +39,9 @@ def sharpness(img: np.ndarray) -> float:
 
 
 def extract_frames(video: Path, folder: Path, fps: Optional[float], num_frames: int) -> Dict[str, Any]:
-    """Frames of `video` into folder/frame_00001.jpg...: candidates at twice the chosen rate (`fps`,
-    or the rate giving about `num_frames`), of each consecutive pair the sharper kept."""
+    """Frames of `video` into folder/frame_NNNNN.jpg (NNNNN: the frame's number in the video, from
+    1): candidates at twice the chosen rate (`fps`, or the rate giving about `num_frames`), of
+    each consecutive pair the sharper kept."""
     import imageio.v3 as iio
 
     try:
@@ -67,11 +68,11 @@ def extract_frames(video: Path, folder: Path, fps: Optional[float], num_frames: 
                 continue
             score = sharpness(frame)
             if pending is None:
-                pending = (score, frame)
+                pending = (score, frame, k)
                 continue
-            best = pending[1] if pending[0] >= score else frame
+            _, best, index = max(pending, (score, frame, k), key=lambda c: c[0])
             pending = None
-            kept.append(folder / f"frame_{len(kept) + 1:05d}.jpg")
+            kept.append(folder / f"frame_{index + 1:05d}.jpg")  # named by its frame number in the video
             iio.imwrite(kept[-1], np.asarray(best)[..., :3], quality=95)
     except Exception as exc:  # a truncated or unreadable stream
         if not seen:
@@ -79,7 +80,7 @@ def extract_frames(video: Path, folder: Path, fps: Optional[float], num_frames: 
     finally:
         bar.close()
     if pending is not None:
-        kept.append(folder / f"frame_{len(kept) + 1:05d}.jpg")
+        kept.append(folder / f"frame_{pending[2] + 1:05d}.jpg")
         iio.imwrite(kept[-1], np.asarray(pending[1])[..., :3], quality=95)
     return {"video_frames": seen, "candidates_every": step, "frames": len(kept), "source_fps": src_fps}
 
