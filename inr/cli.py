@@ -185,12 +185,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p = nsub.add_parser("render", help="render a video of a trained run",
-                        description="Render frames on a circle around the scene (axis: the training cameras' mean up "
-                        "vector; centre: where their optical axes meet; radius and height: theirs) into a video.")
+                        description="Render a camera path into a video: an orbit (axis: the training cameras' mean up "
+                        "vector; centre: where their optical axes meet; radius and height: theirs), LLFF's spiral in front "
+                        "of forward-facing cameras, or a nerfstudio camera_path JSON (cameras, or keyframes interpolated).")
     p.add_argument("run", metavar="DIR")
-    p.add_argument("--orbit", action="store_true", help="an orbit around the scene (the default and only path)")
-    p.add_argument("--frames", type=positive_int, default=120, help="number of frames (default 120)")
-    p.add_argument("--fps", type=positive_int, default=30, help="frames per second (default 30)")
+    p.add_argument("--path", default="orbit", help="orbit (default), spiral (forward-facing scenes) or a nerfstudio "
+                   "camera_path .json file (its size, field of view and fps)")
+    p.add_argument("--orbit", action="store_true", help="the same as --path orbit")
+    p.add_argument("--frames", type=positive_int, default=120, help="number of frames of orbit and spiral (default 120)")
+    p.add_argument("--fps", type=positive_int, help="frames per second (default: the path file's, else 30)")
     p.add_argument("--out", metavar="FILE", required=True, help="video file: .mp4 or .gif")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_device(p)
@@ -360,9 +363,10 @@ def cmd_nerf(args: argparse.Namespace) -> int:
               f"{r['points']:,} points, {r['seconds']:.1f} s ({r['matcher']} matching); scene in {args.out}")
         return 0
     if args.nerf_command == "render":
-        from .tasks.nerf_export import render_orbit
+        from .tasks.nerf_export import render_path
 
-        r = render_orbit(Path(args.run), Path(args.out), args.frames, args.fps, device=args.device)
+        r = render_path(Path(args.run), Path(args.out), "orbit" if args.orbit else args.path, args.frames, args.fps,
+                        device=args.device)
         print(f"wrote {args.out} ({r['frames']} frames, {r['width']}x{r['height']}, {r['fps']} fps)")
         return 0
     if args.nerf_command == "export":

@@ -85,7 +85,8 @@ def test_networks_follow_their_input(name):
 def test_rendering_maths_follows_its_input():
     from inr.render.extract import extract_mesh
     from inr.render.occupancy import OccupancyGrid, march
-    from inr.render.rays import look_at, orbit_poses, pinhole_rays
+    from inr.render.paths import orbit_poses
+    from inr.render.rays import look_at, pinhole_rays
     from inr.render.volume import accumulate, render_weights
 
     grid = OccupancyGrid([-1, -1, -1, 1, 1, 1], resolution=8, warmup_steps=4)

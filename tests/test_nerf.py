@@ -73,6 +73,17 @@ def _render_and_export_the_grey_scene(out, tmp_path):
     gif = tmp_path / "orbit.gif"
     assert main(["nerf", "render", str(out), "--frames", "3", "--out", str(gif), "--no-progress"]) == 0
     assert iio.imread(gif).shape[0] == 3
+    assert main(["nerf", "render", str(out), "--path", "spiral", "--frames", "4", "--out", str(gif), "--no-progress"]) == 0
+    assert iio.imread(gif).shape[0] == 4
+    # a nerfstudio camera path: its size and cameras (the middle training camera's pose, twice)
+    c2w = np.eye(4)
+    c2w[2, 3] = 4.0
+    path = tmp_path / "camera_path.json"
+    path.write_text(json.dumps({"render_height": 6, "render_width": 10, "fps": 5, "camera_path": [
+        {"camera_to_world": c2w.ravel().tolist(), "fov": 40, "aspect": 10 / 6}] * 2}))
+    assert main(["nerf", "render", str(out), "--path", str(path), "--out", str(video), "--no-progress"]) == 0
+    assert iio.imread(video, plugin="FFMPEG").shape[:3] == (2, 6, 10)
+    assert main(["nerf", "render", str(out), "--path", "helix", "--out", str(gif), "--no-progress"]) == 2
 
     points = tmp_path / "points.ply"
     assert main(["nerf", "export", str(out), "--points", str(points), "--num-points", "500"]) == 0

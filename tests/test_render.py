@@ -190,7 +190,8 @@ def test_look_at_hand_computed():
 
 
 def test_orbit_poses_recover_the_cameras_circle():
-    from inr.render.rays import look_at, orbit_poses
+    from inr.render.paths import orbit_poses
+    from inr.render.rays import look_at
 
     centre, up = torch.tensor([0.5, -0.2, 0.3]), torch.tensor([0.0, 0.0, 1.0])
     cams = []
@@ -265,3 +266,50 @@ def test_functional_renderer_known_answer_and_chunks_agree():
     chunked = render_rays_chunked(field, grid, rays, 1.0, settings, chunk=2)
     torch.testing.assert_close(chunked.color, out.color)
     assert chunked.n_samples == out.n_samples
+
+
+def test_spiral_poses_look_at_the_focus_within_the_cameras_spread():
+    from inr.render.paths import spiral_poses
+    from inr.render.rays import look_at
+
+    # forward-facing cameras spread over x in [-0.4, 0.4], y in [-0.2, 0.2], looking down -z
+    cams = [look_at(torch.tensor([x, y, 0.0]), torch.tensor([x, y, -1.0]), torch.tensor([0.0, 1.0, 0.0]))
+            for x in (-0.4, 0.0, 0.4) for y in (-0.2, 0.2)]
+    poses = spiral_poses(torch.stack(cams), 24, focus=3.0, rotations=2, percentile=100)
+    assert poses.shape == (24, 4, 4)
+    pos = poses[:, :3, 3]
+    assert float(pos[:, 0].abs().max()) == pytest.approx(0.4, abs=1e-5) and float(pos[:, 1].abs().max()) <= 0.2 + 1e-5
+    ahead = torch.nn.functional.normalize(torch.tensor([0.0, 0.0, -3.0]) - pos, dim=1)
+    assert torch.allclose(-poses[:, :3, 2], ahead, atol=1e-5)  # every frame looks at (0, 0, -3)
+    assert torch.allclose(poses[0, :3, 3], torch.tensor([0.4, 0.0, 0.0]), atol=1e-5)  # a = 0: (r_x, 0, 0)
+
+
+def test_nerfstudio_camera_path_files(tmp_path):
+    import json
+
+    import numpy as np
+
+    from inr import InputError
+    from inr.data.camera_path import read_camera_path
+
+    a, b = np.eye(4), np.eye(4)
+    b[:3, 3] = [2.0, 0.0, 0.0]
+    f = tmp_path / "path.json"
+    f.write_text(json.dumps({"render_height": 30, "render_width": 40, "fps": 12, "camera_path": [
+        {"camera_to_world": a.ravel().tolist(), "fov": 50, "aspect": 4 / 3},
+        {"camera_to_world": b.ravel().tolist(), "fov": 60, "aspect": 4 / 3}]}))
+    p = read_camera_path(f)
+    assert p.size == (30, 40) and p.fps == 12 and p.fov_y.tolist() == [50, 60]
+    assert torch.allclose(p.poses[1], torch.from_numpy(b).float())
+    # keyframes only: three.js matrices (column-major: the translation in elements 12-14)
+    f.write_text(json.dumps({"seconds": 1, "fps": 5, "keyframes": [
+        {"matrix": json.dumps(a.T.ravel().tolist()), "fov": 40}, {"matrix": json.dumps(b.T.ravel().tolist()), "fov": 80}]}))
+    p = read_camera_path(f)
+    assert len(p.poses) == 5 and torch.allclose(p.poses[-1, :3, 3], torch.tensor([2.0, 0, 0]))
+    assert torch.allclose(p.poses[2, :3, 3], torch.tensor([1.0, 0, 0])) and p.fov_y[2] == pytest.approx(60)
+    f.write_text(json.dumps({"keyframes": [{"matrix": "[1, 2]"}, {"matrix": "[1]"}]}))
+    with pytest.raises(InputError, match=r"keyframes\[0\].matrix: expected 16 finite numbers"):
+        read_camera_path(f)
+    f.write_text("{}")
+    with pytest.raises(InputError, match="has no camera_path list"):
+        read_camera_path(f)

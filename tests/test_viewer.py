@@ -203,7 +203,8 @@ def test_signal_viewer_zoom_renders_the_field(tmp_path):
 def test_viewer_camera_conversions_known_values():
     import torch
 
-    from inr.viewer.camera import c2w_to_viewer, keyframe_path, view_rays, viewer_to_c2w
+    from inr.render.paths import keyframe_path
+    from inr.viewer.camera import c2w_to_viewer, view_rays, viewer_to_c2w
 
     # viser's identity camera looks along +z (OpenCV); the centre ray must too, from the position
     c2w = viewer_to_c2w((1.0, 0.0, 0.0, 0.0), (1.0, 2.0, 3.0))

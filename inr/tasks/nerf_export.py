@@ -1,4 +1,4 @@
-"""`inr nerf render|export`: orbit videos, coloured meshes and point clouds of a trained run."""
+"""`inr nerf render|export`: camera-path videos, coloured meshes and point clouds of a trained run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from .. import progress
 from ..data.pointclouds import write_cloud
 from ..errors import InputError
 from ..render.extract import extract_mesh
-from ..render.rays import orbit_poses, pinhole_rays
+from ..render.paths import orbit_poses, spiral_poses
+from ..render.rays import pinhole_rays
 from .nerf import BACKGROUNDS, NerfModule
 from .nerf_fit import load_nerf_run
 from .outputs import MESH_FORMATS, check_suffix, write_mesh, write_video  # noqa: F401  (re-exported)
@@ -21,32 +22,64 @@ VIDEO_FORMATS = (".mp4", ".gif")
 POINT_FORMATS = (".ply", ".pcd", ".xyz")
 
 
-def render_orbit(run_dir: Path, out: Path, frames: int = 120, fps: int = 30,
-                 device: str = "auto") -> Dict[str, Any]:
-    """Render `frames` views on a circle around the scene (see orbit_poses) into a video."""
+PATHS = ("orbit", "spiral")
+
+
+def render_path(run_dir: Path, out: Path, path: str = "orbit", frames: int = 120, fps: Optional[float] = None,
+                device: str = "auto") -> Dict[str, Any]:
+    """Render a camera path of a trained run into a video: "orbit" (a circle around what the
+    training cameras look at, `orbit_poses`), "spiral" (LLFF's, in front of forward-facing
+    cameras, focused at the median depth of the sparse points or at the box centre,
+    `spiral_poses`), or a nerfstudio camera_path JSON file (its size, field of view and fps
+    unless given). `frames` applies to orbit and spiral."""
+    from ..data.camera_path import read_camera_path
 
     check_suffix(out, VIDEO_FORMATS, "video")
+    if path not in PATHS and Path(path).suffix.lower() != ".json":
+        raise InputError(None, f"--path must be orbit, spiral or a camera_path .json file, got {path!r}")
+    cam_path = read_camera_path(path) if path not in PATHS else None  # bad files fail before the run loads
     module, scene, config = load_nerf_run(run_dir, device)
     train = scene.splits["train"]
     view = scene.splits["test"] if len(scene.splits["test"]) else train
     h, w = view.images.shape[1:3]
     fx, fy, cx, cy = view.intrinsics[0].tolist()
     bg = BACKGROUNDS.get(config["preset"]["train"].get("eval_background", "white"), 1.0)
-    poses = orbit_poses(train.c2w, frames, (scene.aabb[:3] + scene.aabb[3:]) / 2)
-    images = render_poses(module, poses, (h, w), (fx, fy, cx, cy), bg)
+    centre = (scene.aabb[:3] + scene.aabb[3:]) / 2
+    if path == "orbit":
+        poses = orbit_poses(train.c2w, frames, centre)
+        intr = torch.tensor([[fx, fy, cx, cy]]).repeat(len(poses), 1)
+    elif path == "spiral":
+        c2w = train.c2w.double()
+        back = torch.nn.functional.normalize(c2w[:, :3, 2].sum(0), dim=0)
+        pts = torch.from_numpy(scene.points).double() if scene.points is not None and len(scene.points) else centre[None].double()
+        focus = float(((pts - c2w[:, :3, 3].mean(0)) @ -back).median())
+        poses = spiral_poses(train.c2w, frames, max(focus, 1e-3))
+        intr = torch.tensor([[fx, fy, cx, cy]]).repeat(len(poses), 1)
+    else:
+        poses = cam_path.poses
+        if cam_path.size is not None:
+            h, w = cam_path.size
+        f = torch.full((len(poses),), fy * h / view.images.shape[1])
+        if cam_path.fov_y is not None:
+            f = torch.from_numpy(0.5 * h / np.tan(np.radians(cam_path.fov_y) / 2)).float()
+        intr = torch.stack([f, f, torch.full_like(f, w / 2), torch.full_like(f, h / 2)], 1)
+        fps = fps or cam_path.fps
+    fps = fps or 30
+    images = render_poses(module, poses, (h, w), intr, bg)
     h, w = write_video(out, images, fps)  # odd sizes are padded to even ones for H.264
-    return {"frames": frames, "width": w, "height": h, "fps": fps}
+    return {"frames": len(poses), "width": w, "height": h, "fps": fps}
 
 
 def render_poses(module: NerfModule, poses: torch.Tensor, size, intrinsics, background: float) -> np.ndarray:
-    """(F, H, W, 3) uint8 frames of the field seen from each (4, 4) pose, with one camera's
-    `size` (H, W) and `intrinsics` (fx, fy, cx, cy)."""
+    """(F, H, W, 3) uint8 frames of the field seen from each (4, 4) pose, with `size` (H, W) and
+    `intrinsics` (fx, fy, cx, cy) shared, or one row per pose ((F, 4))."""
     h, w = size
     ii, jj = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
     pixels = torch.stack([ii, jj], -1).reshape(-1, 2)
+    intr = torch.as_tensor(intrinsics, dtype=torch.float32).reshape(-1, 4).expand(len(poses), 4)
     images = []
-    for c2w in progress.bar(poses, "frames", unit="frame"):
-        rgb = module.render_view(pinhole_rays(c2w, *intrinsics, pixels), background).view(h, w, 3)
+    for c2w, k in progress.bar(list(zip(poses, intr)), "frames", unit="frame"):
+        rgb = module.render_view(pinhole_rays(c2w, *k.tolist(), pixels), background).view(h, w, 3)
         images.append((rgb.cpu().numpy() * 255 + 0.5).astype(np.uint8))
     return np.stack(images)
 

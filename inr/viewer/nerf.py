@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
-from ..render.rays import orbit_poses
+from ..render.paths import orbit_poses
 from ..render.renderer import render_rays_chunked
 from .camera import c2w_to_viewer, view_rays, viewer_to_c2w
 from .progressive import Progressive
@@ -190,7 +190,7 @@ class NerfViewer:
         self.server.scene.remove_by_name("/keyframes")
 
     def _path_video(self) -> bytes:
-        from .camera import keyframe_path
+        from ..render.paths import keyframe_path
 
         if len(self.keyframes) < 2:
             raise ValueError("add at least 2 keyframes first (move the camera, press 'add keyframe')")

@@ -1,0 +1,75 @@
+"""Camera paths from files: nerfstudio's camera_path JSON (what its viewer's render panel
+saves), either as rendered cameras (`camera_path`: row-major `camera_to_world`, vertical `fov`
+in degrees, `aspect`) or as keyframes only (`keyframes`: three.js `matrix` strings, column-major,
+and `fov`), which are interpolated over `seconds` x `fps` frames."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Tuple
+
+import numpy as np
+import torch
+
+from ..errors import InputError
+
+
+@dataclass
+class CameraPath:
+    poses: torch.Tensor
+    """(F, 4, 4) OpenGL camera-to-world."""
+    fov_y: Optional[np.ndarray]
+    """(F,) vertical field of view in degrees, if the file gives it."""
+    size: Optional[Tuple[int, int]]
+    """(H, W) of the render, if the file gives it."""
+    fps: Optional[float]
+
+
+def _matrix(value, where: str, path: Path, column_major: bool) -> np.ndarray:
+    try:
+        if isinstance(value, str):
+            value = json.loads(value)
+        m = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(path, f"{where}: not a numeric matrix") from None
+    if m.size != 16 or not np.isfinite(m).all():
+        raise InputError(path, f"{where}: expected 16 finite numbers, got {m.size}")
+    m = m.reshape(4, 4)
+    return m.T if column_major else m
+
+
+def read_camera_path(path) -> CameraPath:
+    from ..render.paths import keyframe_path
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "no such file")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"cannot be read as JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "expected a JSON object")
+    size = None
+    if data.get("render_height") and data.get("render_width"):
+        size = (int(data["render_height"]), int(data["render_width"]))
+    fps = float(data["fps"]) if data.get("fps") else None
+    cams = data.get("camera_path")
+    if isinstance(cams, list) and cams:
+        poses = np.stack([_matrix(c.get("camera_to_world"), f"camera_path[{k}].camera_to_world", path, False)
+                          for k, c in enumerate(cams)])
+        fov = np.array([float(c["fov"]) for c in cams]) if all("fov" in c for c in cams) else None
+        return CameraPath(torch.from_numpy(poses).float(), fov, size, fps)
+    keys = data.get("keyframes")
+    if isinstance(keys, list) and len(keys) >= 2:
+        mats = [_matrix(k.get("matrix"), f"keyframes[{i}].matrix", path, True) for i, k in enumerate(keys)]
+        frames = int(round(float(data.get("seconds") or 4.0) * (fps or 30.0)))
+        poses = keyframe_path(mats, max(frames, 2))
+        fov = None
+        if all("fov" in k for k in keys):
+            s = np.linspace(0, len(keys) - 1, len(poses))
+            fov = np.interp(s, np.arange(len(keys)), [float(k["fov"]) for k in keys])
+        return CameraPath(poses, fov, size, fps)
+    raise InputError(path, "has no camera_path list and fewer than 2 keyframes (nerfstudio's camera path format)")
