@@ -108,8 +108,10 @@ def write_downscaled(images: Path, names: List[str]) -> None:
                 im.resize((max(1, im.width // d), max(1, im.height // d)), Image.Resampling.BOX).save(out, quality=95)
 
 
-def run_sfm(images: Path, work: Path, matcher: str, camera_model: str, max_size: int, n_images: int, video: bool):
-    """pycolmap's SIFT + matching + incremental mapping; the model with most registered images."""
+def run_sfm(images: Path, work: Path, matcher: str, camera_model: str, max_size: int, n_images: int, video: bool,
+            one_camera: bool = True):
+    """pycolmap's SIFT + matching + incremental mapping; the model with most registered images.
+    one_camera: all images share one camera (their sizes are equal), else one camera each."""
     import pycolmap
 
     pycolmap.logging.minloglevel = 2  # warnings and errors only; our bars show progress
@@ -121,11 +123,13 @@ def run_sfm(images: Path, work: Path, matcher: str, camera_model: str, max_size:
     extraction.max_image_size = max_size
     extraction.use_gpu = False
     with progress.bar(None, "SIFT features", total=len(names), unit="image") as bar:
-        for k in range(0, len(names), 8):  # in chunks, for the bar; one camera for all
+        mode = pycolmap.CameraMode.SINGLE if one_camera else pycolmap.CameraMode.PER_IMAGE
+        for k in range(0, len(names), 8):  # in chunks, for the bar
             chunk = names[k : k + 8]
-            pycolmap.extract_features(db, images, image_names=chunk, camera_mode=pycolmap.CameraMode.SINGLE,
+            pycolmap.extract_features(db, images, image_names=chunk, camera_mode=mode,
                                       reader_options=reader, extraction_options=extraction, device=pycolmap.Device.cpu)
-            reader.existing_camera_id = 1  # the first chunk made the one camera: later chunks share it
+            if one_camera:
+                reader.existing_camera_id = 1  # the first chunk made the one camera: later chunks share it
             bar.update(len(chunk))
     matching = pycolmap.FeatureMatchingOptions()
     matching.use_gpu = False
@@ -222,9 +226,8 @@ def process(input_path: Path, out: Path, *, fps: Optional[float] = None, num_fra
             n = copy_photos(input_path, images)
             if n < 3:
                 raise InputError(input_path, f"holds {n} photos; structure from motion needs at least 3")
-        for f in sorted(images.iterdir()):  # every image must be readable before the long stages
-            image_size(f)
-        rec, used = run_sfm(images, work, matcher, camera_model, max_size, n, video)
+        sizes = {image_size(f) for f in sorted(images.iterdir())}  # every image readable before the long stages
+        rec, used = run_sfm(images, work, matcher, camera_model, max_size, n, video, one_camera=len(sizes) == 1)
         registered = 0 if rec is None else rec.num_reg_images()
         if registered < max(3, min_registered * n):
             raise InputError(input_path, f"only {registered} of {n} images registered (at least {max(3, int(np.ceil(min_registered * n)))} "
