@@ -66,7 +66,11 @@ def report() -> List[str]:
     o3d = _reason(_external.open3d)
     lines.append("  point clouds:        " + ("open3d (k-NN, PLY/PCD/XYZ, outlier baseline)" if o3d == "usable"
                                            else f"scipy cKDTree + trimesh (open3d: {o3d})"))
+    colmap = _version("pycolmap")
+    lines.append("  captures:            " + (f"pycolmap {colmap} (nerf process, COLMAP scene folders)" if colmap != "not installed"
+                                             else "pycolmap not installed: nerf process and COLMAP folders need "
+                                                  "pip install 'inr[captures]'"))
     lines.append("versions: " + ", ".join(f"{d} {_version(d)}" for d in (
         "lightning", "torchmetrics", "numpy", "scipy", "imageio", "imageio-ffmpeg", "soundfile", "scikit-image",
-        "trimesh", "open3d", "nerfacc", "tinycudann")))
+        "trimesh", "open3d", "pycolmap", "nerfacc", "tinycudann")))
     return lines
