@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import RESULTS, save, table  # noqa: E402
@@ -119,7 +120,7 @@ def reconstruct(meshes, weights=None):
     return rows
 
 
-def fit_sdf(points, normals, budget, work: Path, name: str):
+def fit_sdf(points, normals, budget, work: Path, name: str, overrides=None):
     from inr.data.pointclouds import write_cloud
     from inr.tasks.run import RunOptions, train
 
@@ -129,7 +130,7 @@ def fit_sdf(points, normals, budget, work: Path, name: str):
     write_cloud(cloud, points, normals=normals)
     t = time.perf_counter()
     r = train(RunOptions(task="sdf", input=str(cloud), out=str(work / f"{name}-run"), time_budget=budget,
-                         progress=False, overwrite=True))
+                         progress=False, overwrite=True, overrides=dict(overrides or {})))
     secs = time.perf_counter() - t
     return trimesh.load(work / f"{name}-run" / "mesh.ply", process=False), secs, r["steps"]
 
@@ -146,7 +147,7 @@ def classical(points, normals):
     return out
 
 
-def surfaces(meshes, budget, noisy: bool, weights=None):
+def surfaces(meshes, budget, noisy: bool, weights=None, overrides=None):
     import trimesh
 
     from inr.data.surfaces import estimate_normals
@@ -168,7 +169,7 @@ def surfaces(meshes, budget, noisy: bool, weights=None):
                 pts, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=5)
                 pts, normals = np.asarray(pts), mesh.face_normals[faces]
             prep = time.perf_counter() - t
-            sdf_mesh, secs, steps = fit_sdf(pts, normals, budget, Path(tmp), name)
+            sdf_mesh, secs, steps = fit_sdf(pts, normals, budget, Path(tmp), name, overrides)
             row = {"mesh": name, "input": "noisy 5k, denoised" if noisy else "clean 100k",
                    "fit-sdf CL1 (1e-3 diag)": 1e3 * mesh_cl1(sdf_mesh, ref, diag), "fit-sdf s": secs, "steps": steps}
             for label, (cm, s) in classical(pts, normals).items():
@@ -187,6 +188,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=120.0, help="fit-sdf training seconds per shape")
     ap.add_argument("--meshes", help="comma-separated subset of the held-out meshes")
     ap.add_argument("--weights", help="reconstruction weights (default: the shipped ones)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="fit-sdf preset overrides (train.w_sign=100)")
     args = ap.parse_args()
     progress.set_enabled(False)
     meshes = load_meshes(args.meshes.split(",") if args.meshes else None)
@@ -198,7 +200,8 @@ def main() -> None:
                            "all network points / input", "ideal / input", "network s", "MLS s"]))
     for section in ("sdf", "noisy"):
         if section in sections:
-            rows = surfaces(meshes, args.budget, noisy=section == "noisy", weights=args.weights)
+            overrides = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
+            rows = surfaces(meshes, args.budget, noisy=section == "noisy", weights=args.weights, overrides=overrides)
             save(f"surface_{section}", rows)
             cols = ["mesh", "input", "fit-sdf CL1 (1e-3 diag)", "poisson 8 CL1 (1e-3 diag)", "poisson 9 CL1 (1e-3 diag)",
                     "ball pivoting CL1 (1e-3 diag)", "sdf / poisson 9", "fit-sdf s", "steps", "poisson 9 s", "ball pivoting s"]

@@ -48,6 +48,17 @@ def camera_of(cam, where: Path) -> Tuple[Tuple[float, float, float, float], Lens
                      "(SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV, OPENCV_FISHEYE)")
 
 
+def c2w_of(image) -> np.ndarray:
+    """(4, 4) OpenGL camera-to-world of a registered pycolmap Image (COLMAP keeps world-to-camera
+    in OpenCV axes)."""
+    cfw = image.cam_from_world() if callable(image.cam_from_world) else image.cam_from_world
+    w2c = np.eye(4)
+    w2c[:3] = np.asarray(cfw.matrix(), np.float64)
+    c2w = np.linalg.inv(w2c)
+    c2w[:3, 1:3] *= -1  # OpenCV (y down, z forward) -> OpenGL (y up, z back)
+    return c2w
+
+
 def near_and_box(points: np.ndarray, c2w: np.ndarray) -> Tuple[float, np.ndarray]:
     """From sparse points and OpenGL cameras: near = 0.9 x the 0.5th percentile of the depths of
     the points within 45 degrees of each camera's axis (0 without points); box (6,) = the cameras and the central
@@ -98,12 +109,7 @@ def load_colmap(root: Path, downscale: int = 1, holdout_every: int = 8, poses: O
         (fx, fy, cx, cy), lens = camera_of(cam, model)
         W, H = int(cam.width), int(cam.height)
         camera = lambda w, h, k=(fx, fy, cx, cy), W=W, H=H: (k[0] * w / W, k[1] * h / H, k[2] * w / W, k[3] * h / H)  # noqa: E731
-        cfw = img.cam_from_world() if callable(img.cam_from_world) else img.cam_from_world
-        w2c = np.eye(4)
-        w2c[:3] = np.asarray(cfw.matrix(), np.float64)
-        c2w = np.linalg.inv(w2c)
-        c2w[:3, 1:3] *= -1  # OpenCV (y down, z forward) -> OpenGL (y up, z back)
-        specs.append(FrameSpec(file, img.name, c2w, camera, lens, where=f"image '{img.name}'"))
+        specs.append(FrameSpec(file, img.name, c2w_of(img), camera, lens, where=f"image '{img.name}'"))
     points = np.array([p.xyz for p in rec.points3D.values()], np.float64).reshape(-1, 3)
     mode = _pose_mode(poses)
     if mode == "normalise":

@@ -155,7 +155,7 @@ def run_sfm(images: Path, work: Path, matcher: str, camera_model: str, max_size:
 def write_transforms(rec, out: Path, extra: Dict[str, Any]) -> int:
     """transforms.json in nerfstudio's convention from a pycolmap model (OpenGL camera-to-world
     in COLMAP's world frame; per-frame intrinsics when there are several cameras)."""
-    from ..data.colmap import camera_of
+    from ..data.colmap import c2w_of, camera_of
     from ..data.pointclouds import write_cloud
 
     cams = {}
@@ -166,12 +166,7 @@ def write_transforms(rec, out: Path, extra: Dict[str, Any]) -> int:
                      "p1": lens.p[0], "p2": lens.p[1]}
     frames = []
     for img in sorted((im for im in rec.images.values() if im.has_pose), key=lambda im: im.name):
-        cfw = img.cam_from_world() if callable(img.cam_from_world) else img.cam_from_world
-        w2c = np.eye(4)
-        w2c[:3] = np.asarray(cfw.matrix(), np.float64)
-        c2w = np.linalg.inv(w2c)
-        c2w[:3, 1:3] *= -1  # OpenCV -> OpenGL axes
-        frame = {"file_path": f"images/{img.name}", "transform_matrix": c2w.tolist(), "colmap_im_id": int(img.image_id)}
+        frame = {"file_path": f"images/{img.name}", "transform_matrix": c2w_of(img).tolist(), "colmap_im_id": int(img.image_id)}
         if len(cams) > 1:
             frame.update(cams[img.camera_id])
         frames.append(frame)
