@@ -42,16 +42,10 @@ def _matrix(value, where: str, path: Path, column_major: bool) -> np.ndarray:
 
 def read_camera_path(path) -> CameraPath:
     from ..render.paths import keyframe_path
+    from .scenes import read_json_object
 
     path = Path(path)
-    if not path.is_file():
-        raise InputError(path, "no such file")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"cannot be read as JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise InputError(path, "expected a JSON object")
+    data = read_json_object(path)
     size = None
     if data.get("render_height") and data.get("render_width"):
         size = (int(data["render_height"]), int(data["render_width"]))

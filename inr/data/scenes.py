@@ -52,7 +52,8 @@ class Scene:
     """(M, 3) sparse structure-from-motion points in the scene's (normalised) frame, if any."""
 
 
-def _read_json(path: Path) -> dict:
+def read_json_object(path: Path) -> dict:
+    """A JSON file holding an object, or an InputError naming the file."""
     if not path.is_file():
         raise InputError(path, "no such file")
     try:
@@ -205,7 +206,7 @@ def load_blender(root: Path, downscale: int = 1) -> Scene:
             if split == "train":
                 raise InputError(path, "no such file (a Blender scene needs transforms_train.json)")
             continue
-        data = _read_json(path)
+        data = read_json_object(path)
         if "camera_angle_x" not in data:
             raise InputError(path, "missing key 'camera_angle_x'")
         tan = math.tan(0.5 * float(data["camera_angle_x"]))
@@ -235,7 +236,7 @@ def load_transforms(root: Path, downscale: int = 1, holdout_every: int = 8, pose
     Distorted images are undistorted once while loading (`read_frames`).
     """
     path = root / "transforms.json"
-    data = _read_json(path)
+    data = read_json_object(path)
     frames = list(data.get("frames", []))
 
     def merged(k):
