@@ -133,15 +133,26 @@ def _area_downscale(img: torch.Tensor, factor: int) -> torch.Tensor:
     return img[: h2 * factor, : w2 * factor].reshape(h2, factor, w2, factor, c).mean(dim=(1, 3))
 
 
+def _same_shape(spec: FrameSpec, img: torch.Tensor, shape) -> None:
+    if tuple(img.shape) != tuple(shape):
+        raise InputError(spec.file, f"{spec.where}: image is {img.shape[1]}x{img.shape[0]}x{img.shape[2]}, "
+                         f"the first frame is {shape[1]}x{shape[0]}x{shape[2]}")
+
+
 def read_frames(specs: List[FrameSpec], downscale: int, path: Path):
     """Read every frame already at 1 / downscale (an `images_N` copy if there is one, else the
     original, block-averaged at once), undistort it, crop the lens's invalid border (one size for
-    all), so memory holds one original image at a time besides the scaled set.
+    all), so memory holds one original image at a time besides the scaled set (pinhole frames go
+    straight into the output tensor; distorted ones are cropped, then stacked).
 
     Returns images (N, H, W, C), c2w (N, 4, 4), intrinsics (N, 4), names.
     """
+    if not specs:
+        raise InputError(path, "has no frames")
+    pinhole = all(spec.lens.is_pinhole for spec in specs)
+    out: Optional[torch.Tensor] = None
     images, intr, valids = [], [], []
-    for spec in specs:
+    for n, spec in enumerate(specs):
         copy = downscaled_copy(spec.file, downscale)
         if copy is not None:
             img = read_image(copy).values
@@ -154,15 +165,19 @@ def read_frames(specs: List[FrameSpec], downscale: int, path: Path):
             sx = sy = 1.0 / downscale
         fx, fy, cx, cy = spec.camera(*full)
         k = (fx * sx, fy * sy, cx * sx, cy * sy)
+        intr.append(k)
+        if pinhole:
+            if out is None:
+                out = torch.empty((len(specs),) + tuple(img.shape), dtype=img.dtype)
+            _same_shape(spec, img, out.shape[1:])
+            out[n] = img
+            continue
         valid = None
         if not spec.lens.is_pinhole:
             img, valid = undistort_image(img, k, spec.lens)
         images.append(img)
-        intr.append(k)
         valids.append(valid)
-    if not images:
-        raise InputError(path, "has no frames")
-    if any(v is not None for v in valids):
+    if not pinhole:
         try:
             rects = [valid_crop(v, k[2], k[3]) if v is not None else (0, 0, im.shape[1], im.shape[0])
                      for v, k, im in zip(valids, intr, images)]
@@ -172,13 +187,11 @@ def read_frames(specs: List[FrameSpec], downscale: int, path: Path):
         h = min(r[3] - r[1] for r in rects)
         images = [im[y0 : y0 + h, x0 : x0 + w] for im, (x0, y0, _, _) in zip(images, rects)]
         intr = [(fx, fy, cx - x0, cy - y0) for (fx, fy, cx, cy), (x0, y0, _, _) in zip(intr, rects)]
-    shape = images[0].shape
-    for spec, img in zip(specs, images):
-        if img.shape != shape:
-            raise InputError(spec.file, f"{spec.where}: image is {img.shape[1]}x{img.shape[0]}x{img.shape[2]}, "
-                             f"the first frame is {shape[1]}x{shape[0]}x{shape[2]}")
+        for spec, img in zip(specs, images):
+            _same_shape(spec, img, images[0].shape)
+        out = torch.stack(images)
     c2w = torch.tensor(np.stack([s.c2w for s in specs]), dtype=torch.float32)
-    return torch.stack(images), c2w, torch.tensor(intr, dtype=torch.float32), [s.name for s in specs]
+    return out, c2w, torch.tensor(intr, dtype=torch.float32), [s.name for s in specs]
 
 
 def _json_specs(root: Path, json_path: Path, frames: list, camera, lens=lambda k, f: PINHOLE) -> List[FrameSpec]:
