@@ -106,15 +106,17 @@ def sdf_loss_terms(f_surface: torch.Tensor, g_surface: torch.Tensor, normals: to
 
 
 def winding_numbers(queries: np.ndarray, points: np.ndarray, normals: np.ndarray, k: int = 8, max_points: int = 3000,
-                    chunk: int = 8192) -> np.ndarray:
+                    chunk: int = 8192, tree=None) -> np.ndarray:
     """Generalised winding numbers of an oriented point cloud at `queries` (Barill et al. 2018's
     point form): w(q) = sum_i a_i n_i . (p_i - q) / (4 pi |p_i - q|^3), with the area a_i of
     each point pi r_k^2 / k from its k-th neighbour distance r_k. w ~ 1 inside a closed surface
     and ~ 0 outside; a patch of flipped normals only dents it nearby, unlike the side of the
-    nearest point. At most `max_points` points (a random subset, areas scaled up) are summed."""
+    nearest point. At most `max_points` points (a random subset, areas scaled up) are summed.
+    tree: a scipy cKDTree of `points`, if the caller has one."""
     from scipy.spatial import cKDTree
 
-    r = cKDTree(points).query(points, k=min(k + 1, len(points)))[0][:, -1]
+    tree = cKDTree(points) if tree is None else tree
+    r = tree.query(points, k=min(k + 1, len(points)))[0][:, -1]
     area = np.pi * r**2 / k
     if len(points) > max_points:
         keep = np.random.default_rng(0).choice(len(points), max_points, replace=False)
@@ -148,14 +150,15 @@ def side_lattice(points: np.ndarray, normals: np.ndarray, margin: float, resolut
     axis = np.linspace(-1.0, 1.0, resolution)
     q = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
     k = min(votes, len(points))
-    dist, idx = cKDTree(points).query(q, k=k, workers=-1)
+    tree = cKDTree(points)
+    dist, idx = tree.query(q, k=k, workers=-1)
     dist, idx = dist.reshape(len(q), k), idx.reshape(len(q), k)
     side = np.sign(np.sum(np.sign(np.sum((q[:, None] - points[idx]) * normals[idx], axis=2)), axis=1))
     near = dist[:, 0] < margin + 3**0.5 / (resolution - 1)
     beyond = ((q < points.min(0) - 2 * margin) | (q > points.max(0) + 2 * margin)).any(1)
     if winding is not None:
         ask = ~near & ~beyond
-        w = winding_numbers(q[ask], points, normals)
+        w = winding_numbers(q[ask], points, normals, tree=tree)
         side[ask] = np.where(w < winding[0], 1.0, np.where(w > winding[1], -1.0, side[ask]))
     side[near] = 0
     side[beyond] = 1  # outside the points' bounding box: outside the surface, whatever nearby normals say

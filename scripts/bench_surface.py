@@ -29,7 +29,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from benchlib import RESULTS, save, table  # noqa: E402
+from benchlib import save, table  # noqa: E402
 
 from inr import progress  # noqa: E402
 from inr.pointcloud.metrics import compare  # noqa: E402
@@ -151,8 +151,7 @@ def surfaces(meshes, budget, noisy: bool, weights=None, overrides=None):
     import trimesh
 
     from inr.data.surfaces import estimate_normals
-    from inr.pointcloud.voxel import even_subsample
-    from inr.tasks.pointcloud import network_points
+    from inr.tasks.pointcloud_mesh import denoise
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -163,7 +162,7 @@ def surfaces(meshes, budget, noisy: bool, weights=None, overrides=None):
             diag = float(np.linalg.norm(mesh.extents))
             t = time.perf_counter()
             if noisy:
-                pts = even_subsample(network_points(scan(mesh, 0.01, 0.0, seed=40_000 + m), weights)[0], SCAN_POINTS, 0)
+                pts = denoise(scan(mesh, 0.01, 0.0, seed=40_000 + m), "network", weights)  # as `pointcloud mesh` does
                 normals = estimate_normals(pts)
             else:
                 pts, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=5)

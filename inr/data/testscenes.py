@@ -31,16 +31,12 @@ def _textures() -> List[np.ndarray]:
 
 
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
-    """OpenGL camera-to-world (x right, y up, looking along -z)."""
-    eye, target, up = (np.asarray(v, np.float64) for v in (eye, target, up))
-    f = target - eye
-    f /= np.linalg.norm(f)
-    r = np.cross(f, up)
-    r /= np.linalg.norm(r)
-    u = np.cross(r, f)
-    m = np.eye(4)
-    m[:3, 0], m[:3, 1], m[:3, 2], m[:3, 3] = r, u, -f, eye
-    return m
+    """OpenGL camera-to-world (x right, y up, looking along -z), float64 (`inr.render.rays.look_at`)."""
+    import torch
+
+    from ..render.rays import look_at as look_at_t
+
+    return look_at_t(*(torch.as_tensor(np.asarray(v, np.float64)) for v in (eye, target, up))).numpy()
 
 
 def ring_poses(n: int, radius: float = 2.0, height: float = 0.6, target=(0.0, 0.0, 0.0), turns: float = 1.0) -> np.ndarray:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import lightning as L
 import numpy as np
@@ -20,15 +20,13 @@ class _Batches(IterableDataset):
     """Endless (surface points, normals, space points) batches; the first round((1 - near_share)
     x space_batch) space points are uniform in [-1, 1]^3, the rest near the surface."""
 
-    def __init__(self, points: torch.Tensor, normals: torch.Tensor, cfg: SdfTrainConfig, seed: int) -> None:
-        self.points, self.normals, self.cfg, self.seed = points, normals, cfg, seed
+    def __init__(self, points: torch.Tensor, normals: torch.Tensor, cfg: SdfTrainConfig, seed: int,
+                 sides: Optional[torch.Tensor] = None) -> None:
+        self.points, self.normals, self.cfg, self.seed, self.sides = points, normals, cfg, seed, sides
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, ...]]:
         gen = torch.Generator().manual_seed(self.seed)
-        cfg, n = self.cfg, self.points.shape[0]
-        if cfg.w_sign > 0:
-            sides = side_lattice(self.points.numpy().astype(np.float64), self.normals.numpy().astype(np.float64),
-                                 cfg.sign_margin, votes=cfg.sign_votes)
+        cfg, n, sides = self.cfg, self.points.shape[0], self.sides
         n_near = int(round(cfg.near_share * cfg.space_batch))
         while True:
             idx = torch.randint(0, n, (cfg.surface_batch,), generator=gen)
@@ -36,7 +34,7 @@ class _Batches(IterableDataset):
             near_idx = torch.randint(0, n, (n_near,), generator=gen)
             near = self.points[near_idx] + cfg.near_std * torch.randn(n_near, 3, generator=gen)
             space = torch.cat([uniform, near])
-            if cfg.w_sign > 0:
+            if sides is not None:
                 yield self.points[idx], self.normals[idx], space, lookup_side(sides, space)
             else:
                 yield self.points[idx], self.normals[idx], space
@@ -46,9 +44,13 @@ class SdfData(L.LightningDataModule):
     def __init__(self, points: torch.Tensor, normals: torch.Tensor, cfg: SdfTrainConfig, seed: int = 0) -> None:
         super().__init__()
         self.points, self.normals, self.cfg, self.seed = points, normals, cfg, seed
+        self.sides = None  # the sign term's side lattice: computed once, on first use
 
     def _batches(self, rank: int = 0) -> _Batches:
-        return _Batches(self.points, self.normals, self.cfg, self.seed + 1000 * rank)
+        if self.cfg.w_sign > 0 and self.sides is None:
+            self.sides = side_lattice(self.points.numpy().astype(np.float64), self.normals.numpy().astype(np.float64),
+                                      self.cfg.sign_margin, votes=self.cfg.sign_votes)
+        return _Batches(self.points, self.normals, self.cfg, self.seed + 1000 * rank, self.sides)
 
     def train_dataloader(self) -> DataLoader:
         rank = self.trainer.global_rank if getattr(self, "trainer", None) is not None else 0  # DDP: other samples per process
