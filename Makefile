@@ -9,7 +9,7 @@ TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test bench clean gpu-wheels gpu-check meshes
+.PHONY: setup demo test bench clean gpu-wheels gpu-check meshes capture-scene
 
 setup: $(STAMP)
 
@@ -56,6 +56,12 @@ meshes: $(CGAL_DATA)
 	mkdir -p data/heldout-meshes data/training-meshes
 	tar xzf $(CGAL_DATA) -C data/heldout-meshes --strip-components=2 $(foreach m,$(HELDOUT_MESHES),data/meshes/$(m).off)
 	tar xzf $(CGAL_DATA) -C data/training-meshes --strip-components=2 $(foreach m,$(TRAINING_MESHES),data/meshes/$(m).off)
+
+# the held-out unbounded capture for scripts/bench_unbounded.py: path traced by Mitsuba 3 (a PyPI
+# wheel, CPU variant scalar_rgb; installed here only, the package does not need it), ~12 minutes
+capture-scene: setup
+	$(PIP) install -q "mitsuba==3.9.1"
+	test -f data/heldout-capture/truth.json || $(PY) scripts/make_capture_scene.py data/heldout-capture
 
 # wheels the offline GPU machine lacks (its Python is 3.12): `make gpu-wheels` here, then carry
 # gpu-wheels/ there and run `make gpu-check` (or bash scripts/gpu_check.sh)

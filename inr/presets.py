@@ -159,6 +159,9 @@ class NerfTrainConfig(OptimConfig):
     render_step_size: Optional[float] = None
     """Marching step in world units; None: the scene box's diagonal / 256 (nerfacc and
     nerfstudio use ~1/1000 on GPU; on CPU 1/256 is the better trade, see the README)."""
+    far: Optional[float] = None
+    """Where rays end in an unbounded (contracted) scene, in world units; None: 1000 x the
+    sample spacing's knee (twice the scene box's largest half extent)."""
     grid_resolution: int = 64
     grid_update_every: int = 16
     grid_warmup_steps: int = 256
@@ -180,7 +183,7 @@ class NerfTrainConfig(OptimConfig):
     eval_stride: int = 4
     """The curve's PSNR uses every eval_stride-th pixel in each direction (the final evaluation uses all)."""
 
-    FLOATS = ("lr", "eps", "lr_final_factor", "render_step_size", "grid_threshold", "grid_ema_decay", "early_stop_eps",
+    FLOATS = ("lr", "eps", "lr_final_factor", "render_step_size", "far", "grid_threshold", "grid_ema_decay", "early_stop_eps",
               "alpha_thre")
     POSITIVE = ("steps", "rays_per_batch", "target_samples", "grid_resolution", "grid_update_every", "eval_every",
                 "eval_views", "eval_stride", "checkpoint_every")
@@ -188,6 +191,8 @@ class NerfTrainConfig(OptimConfig):
     def check(self) -> None:
         if self.render_step_size is not None and self.render_step_size <= 0:
             raise ValueError(f"train.render_step_size must be > 0, got {self.render_step_size}")
+        if self.far is not None and self.far <= 0:
+            raise ValueError(f"train.far must be > 0, got {self.far}")
         for bg in (self.train_background, self.eval_background):
             if bg not in ("random", "white", "black"):
                 raise ValueError(f"background must be random, white or black, got {bg!r}")

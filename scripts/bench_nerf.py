@@ -128,7 +128,7 @@ def plain_nerf(budget: float, n_samples: int = 96, n_rays: int = 1024, seed: int
     batches = iter(_RayBatches(scene.splits["train"], n_rays, seed))
     start, steps = time.perf_counter(), 0
     while time.perf_counter() - start < budget:
-        step(*next(batches))
+        step(*next(batches)[:3])
         steps += 1
     seconds = time.perf_counter() - start
     test = scene.splits["test"]

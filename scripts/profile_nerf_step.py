@@ -49,7 +49,7 @@ def main() -> None:
     probe = next(iter(_RayBatches(scene.splits["train"], 4096, 1)))
     spr = len(march(Rays(probe[0], probe[1]), m.grid, m.step_size, near=m.near)[0]) / 4096
     n = args.rays or int(min(max(cfg.target_samples / max(spr, 1e-9), 64), cfg.rays_per_batch))
-    o, d, _ = next(iter(_RayBatches(scene.splits["train"], n, 0)))
+    o, d, *_ = next(iter(_RayBatches(scene.splits["train"], n, 0)))
     rays = Rays(o, d)
     ri, t0, t1 = march(rays, m.grid, m.step_size, near=m.near)
     pts, dirs = o[ri] + d[ri] * ((t0 + t1) / 2)[:, None], d[ri]

@@ -390,6 +390,31 @@ def _fill_splits(splits: Dict[str, SceneSplit]) -> Dict[str, SceneSplit]:
     return out
 
 
+def capture_kind(path) -> Optional[str]:
+    """Why the scene folder at `path` looks like a real-world (unbounded) capture, or None:
+    made by `inr nerf process`, a nerfstudio capture with sparse points, or a COLMAP model
+    folder (the Mip-NeRF 360 layout). Reads no images; unreadable folders give None (loading
+    reports them)."""
+    from .colmap import model_folder
+
+    root = Path(path)
+    if not root.is_dir() or (root / "transforms_train.json").is_file():
+        return None
+    if (root / "transforms.json").is_file():
+        try:
+            data = json.loads((root / "transforms.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if isinstance(data, dict) and isinstance(data.get("inr_process"), dict):
+            return "a scene made by `inr nerf process`"
+        if isinstance(data, dict) and data.get("ply_file_path"):
+            return "a capture with structure-from-motion points"
+        return None
+    if model_folder(root) is not None:
+        return "a COLMAP model folder"
+    return None
+
+
 def load_scene(path, downscale: int = 1, poses: Optional[str] = None) -> Scene:
     """Detect the format of a scene folder and load it. `poses` ("normalise" or "keep", default
     normalise) applies to transforms.json and COLMAP scenes; Blender and LLFF scenes keep theirs."""

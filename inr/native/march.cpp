@@ -10,6 +10,8 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -104,11 +106,116 @@ std::tuple<at::Tensor, at::Tensor> march_candidates(const at::Tensor& origins_in
   return {ray_idx, t_starts};
 }
 
+// A contracted grid (inr/render/contraction.py): cells over contracted space, samples
+// [T(s), T(s + step)] on the lattice s = s0 + step * k of the spacing S with knee `knee`.
+struct ContractedGrid {
+  float centre[3], half[3];
+  int64_t resolution;
+  const bool* binaries;
+  float upper;
+
+  inline bool occupied(const float* p) const {
+    float x[3];
+    float n = 0.0f;
+    for (int i = 0; i < 3; ++i) {
+      x[i] = (p[i] - centre[i]) / half[i];
+      n = std::max(n, std::abs(x[i]));
+    }
+    const float scale = n > 1.0f ? (2.0f - 1.0f / n) / n : 1.0f;
+    int64_t ijk[3];
+    bool inside = true;
+    for (int i = 0; i < 3; ++i) {
+      const float u = (x[i] * scale + 2.0f) * 0.25f;
+      inside = inside && u >= 0.0f && u < 1.0f;
+      const float c = std::min(std::max(u, 0.0f), upper);
+      ijk[i] = static_cast<int64_t>(c * static_cast<float>(resolution));
+    }
+    return inside && binaries[(ijk[0] * resolution + ijk[1]) * resolution + ijk[2]];
+  }
+};
+
+// Calls emit(t_start, t_end) for every kept sample of ray r, in step order.
+template <typename Emit>
+inline void walk_contracted(int64_t r, const float* o, const float* d, const float* s0, float step, int64_t n_steps,
+                            float knee, float kk, float two_k, float far, const ContractedGrid& grid, Emit&& emit) {
+  auto t_of_s = [&](float s) { return s <= knee ? s : kk / (two_k - s); };
+  for (int64_t k = 0; k < n_steps; ++k) {
+    const float sa = s0[r] + step * static_cast<float>(k);
+    const float sb = s0[r] + step * static_cast<float>(k + 1);
+    if (!(sb < two_k)) return;
+    const float ta = t_of_s(sa), tb = t_of_s(sb);
+    const float mid = (ta + tb) * 0.5f;
+    if (!(mid < far)) return;
+    float p[3];
+    for (int i = 0; i < 3; ++i) p[i] = d[r * 3 + i] * mid + o[r * 3 + i];
+    if (grid.occupied(p)) emit(ta, tb);
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> march_contracted_candidates(
+    const at::Tensor& origins_in, const at::Tensor& directions_in, const at::Tensor& s0_in, double step_size,
+    int64_t n_steps, double knee, double far, const at::Tensor& aabb_in, const at::Tensor& binaries_in,
+    int64_t resolution) {
+  TORCH_CHECK(origins_in.device().is_cpu(), "march native: CPU tensors only");
+  TORCH_CHECK(origins_in.scalar_type() == at::kFloat && directions_in.scalar_type() == at::kFloat,
+              "march native: float32 rays only");
+  const auto origins = origins_in.contiguous(), directions = directions_in.contiguous();
+  const auto s0 = s0_in.to(at::kFloat).contiguous();
+  const auto aabb = aabb_in.to(at::kFloat).contiguous();
+  const auto binaries = binaries_in.to(at::kBool).contiguous();
+  TORCH_CHECK(binaries.numel() == resolution * resolution * resolution, "march native: grid size mismatch");
+  const int64_t n = origins.size(0);
+  const float* box = aabb.data_ptr<float>();
+  ContractedGrid grid;
+  for (int i = 0; i < 3; ++i) {
+    grid.centre[i] = (box[i] + box[i + 3]) * 0.5f;
+    grid.half[i] = (box[i + 3] - box[i]) * 0.5f;
+  }
+  grid.resolution = resolution;
+  grid.binaries = binaries.data_ptr<bool>();
+  grid.upper = static_cast<float>(1.0 - 1e-6);
+  const float step = static_cast<float>(step_size), kn = static_cast<float>(knee);
+  const float kk = static_cast<float>(knee * knee), two_k = static_cast<float>(2.0 * knee), fr = static_cast<float>(far);
+  const float *o = origins.data_ptr<float>(), *d = directions.data_ptr<float>(), *s = s0.data_ptr<float>();
+
+  std::vector<int64_t> offsets(n + 1, 0);
+  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t count = 0;
+      walk_contracted(r, o, d, s, step, n_steps, kn, kk, two_k, fr, grid, [&](float, float) { ++count; });
+      offsets[r + 1] = count;
+    }
+  });
+  for (int64_t r = 0; r < n; ++r) offsets[r + 1] += offsets[r];
+  auto ray_idx = at::empty({offsets[n]}, origins.options().dtype(at::kLong));
+  auto t_starts = at::empty({offsets[n]}, origins.options());
+  auto t_ends = at::empty({offsets[n]}, origins.options());
+  int64_t* ri = ray_idx.data_ptr<int64_t>();
+  float *ts = t_starts.data_ptr<float>(), *te = t_ends.data_ptr<float>();
+  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t at = offsets[r];
+      walk_contracted(r, o, d, s, step, n_steps, kn, kk, two_k, fr, grid, [&](float a, float b) {
+        ri[at] = r;
+        ts[at] = a;
+        te[at] = b;
+        ++at;
+      });
+    }
+  });
+  return {ray_idx, t_starts, t_ends};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(inr_native, m) {
   m.def("march_candidates(Tensor origins, Tensor directions, Tensor t_first, Tensor t_far, Tensor hit, "
         "float step_size, int n_steps, Tensor aabb, Tensor binaries, int resolution) -> (Tensor, Tensor)");
+  m.def("march_contracted_candidates(Tensor origins, Tensor directions, Tensor s0, float step_size, int n_steps, "
+        "float knee, float far, Tensor aabb, Tensor binaries, int resolution) -> (Tensor, Tensor, Tensor)");
 }
 
-TORCH_LIBRARY_IMPL(inr_native, CPU, m) { m.impl("march_candidates", &march_candidates); }
+TORCH_LIBRARY_IMPL(inr_native, CPU, m) {
+  m.impl("march_candidates", &march_candidates);
+  m.impl("march_contracted_candidates", &march_contracted_candidates);
+}

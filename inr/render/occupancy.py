@@ -9,12 +9,14 @@ whose cell is occupied, and drops those behind the point where the transmittance
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Tuple
 
 import torch
 from torch import nn
 
 from .. import _external
+from .contraction import contract, s_of_t, stretch, t_of_s, uncontract
 from .rays import Rays
 from .volume import render_weights
 
@@ -35,6 +37,9 @@ class OccupancyGrid(nn.Module):
 
     Args:
         aabb: (6,) box (xmin, ymin, zmin, xmax, ymax, zmax).
+        contracted: the grid covers all of space in contracted coordinates (`contraction`,
+            the box being the inner region): cell (i, j, k) spans contracted points
+            -2 + 4 (i, j, k) / resolution + [0, 4 / resolution)^3.
         resolution: cells per side (nerfacc: 128).
         ema_decay: occs <- max(occs * decay, new) at every update.
         threshold: a cell is occupied when its occupancy exceeds min(threshold, mean occupancy).
@@ -42,9 +47,11 @@ class OccupancyGrid(nn.Module):
             of the cells plus every occupied one (nerfacc caps those at a quarter too).
     """
 
-    def __init__(self, aabb, resolution: int = 128, ema_decay: float = 0.95, threshold: float = 0.01, warmup_steps: int = 256) -> None:
+    def __init__(self, aabb, resolution: int = 128, ema_decay: float = 0.95, threshold: float = 0.01, warmup_steps: int = 256,
+                 contracted: bool = False) -> None:
         super().__init__()
         self.register_buffer("aabb", torch.as_tensor(aabb, dtype=torch.float32).reshape(6))
+        self.contracted = bool(contracted)
         self.resolution = int(resolution)
         self.ema_decay, self.threshold, self.warmup_steps = float(ema_decay), float(threshold), int(warmup_steps)
         n = self.resolution**3
@@ -55,12 +62,34 @@ class OccupancyGrid(nn.Module):
         self.register_buffer("cells", cells.to(torch.int32), persistent=False)
 
     @property
-    def cell_size(self) -> torch.Tensor:
-        return (self.aabb[3:] - self.aabb[:3]) / self.resolution
+    def centre(self) -> torch.Tensor:
+        return (self.aabb[:3] + self.aabb[3:]) * 0.5
+
+    @property
+    def half(self) -> torch.Tensor:
+        return (self.aabb[3:] - self.aabb[:3]) * 0.5
+
+    @property
+    def knee(self) -> float:
+        """Where a contracted grid's sample spacing starts to grow (`contraction.t_of_s`): twice
+        the inner box's largest half extent, so rays see the whole inner box at the base step."""
+        return 2.0 * float(self.half.max())
+
+    def to_unit(self, points: torch.Tensor) -> torch.Tensor:
+        """World points -> grid coordinates, [0, 1)^3 on the grid (float32 operations as march.cpp's)."""
+        if self.contracted:
+            return (contract((points - self.centre) / self.half) + 2.0) * 0.25
+        return (points - self.aabb[:3]) / (self.aabb[3:] - self.aabb[:3])
+
+    def from_unit(self, u: torch.Tensor) -> torch.Tensor:
+        """Grid coordinates -> world points (the inverse of `to_unit`)."""
+        if self.contracted:
+            return self.centre + self.half * uncontract(u * 4.0 - 2.0)
+        return self.aabb[:3] + u * (self.aabb[3:] - self.aabb[:3])
 
     def cell_index(self, points: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Flat cell index (N,) of each point and whether it lies inside the box."""
-        u = (points - self.aabb[:3]) / (self.aabb[3:] - self.aabb[:3])
+        """Flat cell index (N,) of each point and whether it lies on the grid."""
+        u = self.to_unit(points)
         inside = ((u >= 0) & (u < 1)).all(-1)
         ijk = (u.clamp(0, 1 - 1e-6) * self.resolution).long()
         return (ijk[:, 0] * self.resolution + ijk[:, 1]) * self.resolution + ijk[:, 2], inside
@@ -73,7 +102,8 @@ class OccupancyGrid(nn.Module):
     def update(self, step: int, occupancy_fn: Callable[[torch.Tensor], torch.Tensor], generator: Optional[torch.Generator] = None,
                chunk: int = 1 << 16) -> None:
         """Refresh the grid: occupancy_fn maps (M, 3) world points to (M,) opacities
-        (density x step size, as nerfacc's occ_eval_fn), called on at most `chunk` points at once."""
+        (density x step size, as nerfacc's occ_eval_fn), called on at most `chunk` points at once.
+        A contracted grid scales them by the step's growth there (`contraction.stretch`)."""
         n = self.occs.shape[0]
         if step < self.warmup_steps:
             idx = torch.arange(n, device=self.occs.device)
@@ -83,8 +113,10 @@ class OccupancyGrid(nn.Module):
             # hundred steps of a CPU run, stale occupied cells would otherwise linger
             idx = torch.cat([rand, self.binaries.nonzero()[:, 0]]).unique()
         jitter = torch.rand(idx.shape[0], 3, device=self.occs.device, generator=generator)
-        points = self.aabb[:3] + (self.cells[idx].float() + jitter) * self.cell_size
+        points = self.from_unit((self.cells[idx].float() + jitter) / self.resolution)
         new = torch.cat([occupancy_fn(points[k : k + chunk]).reshape(-1).float() for k in range(0, len(points), chunk)])
+        if self.contracted:  # far cells are crossed in longer world steps: their opacity is larger
+            new = new * stretch((points - self.centre) / self.half)
         self.occs[idx] = torch.maximum(self.occs[idx] * self.ema_decay, new)
         thresh = min(self.threshold, float(self.occs.mean()))
         self.binaries.copy_(self.occs > thresh)
@@ -96,6 +128,7 @@ def march(
     grid: OccupancyGrid,
     step_size: float,
     near: float = 0.0,
+    far: float = 1e4,
     sigma_fn: Optional[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = None,
     early_stop_eps: float = 1e-4,
     alpha_thre: float = 0.0,
@@ -115,6 +148,14 @@ def march(
       mean occupancy) (nerfacc lowers the threshold so that a thin scene keeps its samples).
       So the costly colour evaluation only sees samples that matter.
 
+    A contracted grid (`OccupancyGrid(contracted=True)`) covers all of space: rays start at
+    `near`, and their samples [T(s), T(s + step_size)] lie on the lattice
+    s = S(near) + k * step_size of the spacing S (`contraction.s_of_t`, knee `grid.knee`): the
+    base step inside the scene, growing as t^2 beyond it, up to the last step before
+    s = 2 knee (t ~ knee^2 / step_size: the grid's outermost cells) or `far`, whichever is
+    nearer. A sample is kept when its midpoint is before `far` and in an occupied cell. nerfacc has no such grid: CUDA rays take the torch
+    path.
+
     backend: 'torch' (this function's own code, any device), 'nerfacc' (nerfacc's CUDA
     `OccGridEstimator.sampling` on this grid's cells; CUDA rays only), 'native' (the toolkit's
     C++ candidate walk, inr/native/march.cpp: the same samples, bit for bit; CPU float32 rays)
@@ -123,6 +164,8 @@ def march(
     """
     if backend not in ("auto", "torch", "nerfacc", "native"):
         raise ValueError(f"backend must be auto, torch, nerfacc or native, got {backend!r}")
+    if grid.contracted and backend in ("auto", "nerfacc") and rays.origins.is_cuda:
+        backend = "torch"
     if backend == "auto" and rays.origins.is_cuda:
         backend = _external.resolve_backend("auto", "nerfacc", "occupancy-grid marcher", _external.why_not(_external.nerfacc))
     elif backend == "auto" and rays.origins.device.type == "cpu":
@@ -131,6 +174,9 @@ def march(
         backend = "torch"  # float64 or non-CPU rays: the twin computes the same samples
     if backend == "nerfacc":
         return _march_nerfacc(rays, grid, step_size, near, sigma_fn, early_stop_eps, alpha_thre, stratified)
+    if grid.contracted:
+        return _march_contracted(rays, grid, step_size, near, far, sigma_fn, early_stop_eps, alpha_thre, stratified,
+                                 generator, backend)
     dev = rays.origins.device
     t_near, t_far = ray_aabb(rays, grid.aabb)
     start = torch.full_like(t_near, float(near))
@@ -159,6 +205,41 @@ def march(
     keep = grid.occupied(points)
     ray_idx, starts = ray_idx[keep], t_starts[ray_idx[keep], step_idx[keep]]
     return _early_stop(ray_idx, starts, starts + step_size, grid, sigma_fn, early_stop_eps, alpha_thre)
+
+
+def _march_contracted(rays, grid, step_size, near, far, sigma_fn, early_stop_eps, alpha_thre, stratified, generator,
+                      backend):
+    dev = rays.origins.device
+    knee = grid.knee
+    s_far = float(s_of_t(torch.tensor(float(far), dtype=torch.float64), knee))
+    s0 = torch.full((len(rays),), float(s_of_t(torch.tensor(float(near), dtype=torch.float64), knee)), device=dev)
+    if stratified:
+        s0 = s0 + torch.rand(s0.shape, device=dev, generator=generator) * step_size
+    n_steps = int(math.ceil((s_far - float(s0.min())) / step_size)) + 1 if len(rays) else 0
+    if n_steps <= 1:
+        empty = torch.zeros(0, device=dev)
+        return empty.long(), empty, empty
+    if backend == "native":
+        ray_idx, starts, ends = _external.native_cpu().march_contracted_candidates(
+            rays.origins, rays.directions, s0, float(step_size), n_steps, float(knee), float(far), grid.aabb,
+            grid.binaries, grid.resolution)
+        return _early_stop(ray_idx, starts, ends, grid, sigma_fn, early_stop_eps, alpha_thre)
+    parts = []
+    for r0 in range(0, len(rays), 4096):  # bounded memory: (rays x steps) per block
+        o, d, s_blk = rays.origins[r0 : r0 + 4096], rays.directions[r0 : r0 + 4096], s0[r0 : r0 + 4096]
+        s = s_blk[:, None] + step_size * torch.arange(n_steps + 1, device=dev, dtype=s0.dtype)[None, :]
+        t = t_of_s(s, knee)
+        t_a, t_b = t[:, :-1], t[:, 1:]
+        mids = (t_a + t_b) * 0.5
+        valid = (s[:, 1:] < 2.0 * knee) & (mids < far)
+        valid &= valid.long().cumprod(1).bool()  # the walk stops at the first invalid step
+        ray_idx, step_idx = valid.nonzero(as_tuple=True)
+        points = o[ray_idx] + d[ray_idx] * mids[ray_idx, step_idx][:, None]
+        keep = grid.occupied(points)
+        ray_idx, step_idx = ray_idx[keep], step_idx[keep]
+        parts.append((ray_idx + r0, t_a[ray_idx, step_idx], t_b[ray_idx, step_idx]))
+    ray_idx, starts, ends = (torch.cat(x) for x in zip(*parts))
+    return _early_stop(ray_idx, starts, ends, grid, sigma_fn, early_stop_eps, alpha_thre)
 
 
 def _early_stop(ray_idx, starts, ends, grid, sigma_fn, early_stop_eps, alpha_thre):

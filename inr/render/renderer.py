@@ -39,6 +39,8 @@ class RenderSettings:
 
     step_size: float
     near: float = 0.0
+    far: float = 1e4
+    """Where rays end on a contracted (unbounded) grid; a bounded grid ends them at its box."""
     early_stop_eps: float = 1e-4
     alpha_thre: float = 0.0
     stratified: bool = False
@@ -48,9 +50,10 @@ class RenderSettings:
 
 
 def render_rays(field: FieldFn, grid: OccupancyGrid, rays: Rays, background: torch.Tensor, settings: RenderSettings,
-                density_fn: Optional[DensityFn] = None) -> RenderOut:
+                density_fn: Optional[DensityFn] = None, codes: Optional[torch.Tensor] = None) -> RenderOut:
     """Colours of `rays` over `background` (N, 3), their opacity and depth; differentiable in
-    grad mode. `density_fn` serves the pre-pass (default: the field's sigma without gradient)."""
+    grad mode. `density_fn` serves the pre-pass (default: the field's sigma without gradient).
+    codes: (N, C) per-ray appearance codes, passed to the field as its third argument."""
     o, d = rays.origins, rays.directions
     training = torch.is_grad_enabled()
     if density_fn is None:
@@ -62,11 +65,12 @@ def render_rays(field: FieldFn, grid: OccupancyGrid, rays: Rays, background: tor
         return density_fn(o[ri] + d[ri] * ((t0 + t1) * 0.5)[:, None])
 
     use_prepass = settings.prepass or not training
-    ri, t0, t1 = march(rays, grid, settings.step_size, near=settings.near, sigma_fn=sigma_fn if use_prepass else None,
+    ri, t0, t1 = march(rays, grid, settings.step_size, near=settings.near, far=settings.far, sigma_fn=sigma_fn if use_prepass else None,
                        early_stop_eps=settings.early_stop_eps, alpha_thre=settings.alpha_thre,
                        stratified=settings.stratified and training)
     mids = (t0 + t1) * 0.5
-    sigma, rgb = field(o[ri] + d[ri] * mids[:, None], d[ri])
+    points = o[ri] + d[ri] * mids[:, None]
+    sigma, rgb = field(points, d[ri]) if codes is None else field(points, d[ri], codes[ri])
     w, _, _ = render_weights(t0, t1, sigma, ri)
     color = accumulate(w, ri, len(rays), rgb)
     opacity = accumulate(w, ri, len(rays))

@@ -7,7 +7,7 @@ import argparse
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Dict, Optional, Type
+from typing import Any, ClassVar, Dict, Optional, Tuple, Type
 
 from ..registry import Registry
 
@@ -49,6 +49,12 @@ class Task(ABC):
         return {}
 
     def default_input(self) -> Optional[str]:
+        return None
+
+    @classmethod
+    def auto_preset(cls, input: Optional[str]) -> Optional[Tuple[str, str]]:
+        """(preset, why) when this input calls for another preset than `default_preset` (used
+        when no --preset is given), else None. Must be cheap: the input is not loaded yet."""
         return None
 
     @abstractmethod

@@ -29,7 +29,8 @@ def split_rays(split: SceneSplit, image: int, stride: int = 1) -> Rays:
 
 
 class _RayBatches(IterableDataset):
-    """Endless batches of (origins, directions, rgba) for random pixels of random training views."""
+    """Endless batches of (origins, directions, rgba, image index) for random pixels of random
+    training views."""
 
     def __init__(self, split: SceneSplit, rays_per_batch: int, seed: int) -> None:
         self.split, self.n, self.seed = split, rays_per_batch, seed
@@ -49,7 +50,7 @@ class _RayBatches(IterableDataset):
                 rgba = torch.cat([rgba, torch.ones(self.n, 1, device=rgba.device)], -1)
             elif c == 1:
                 rgba = torch.cat([rgba.expand(-1, 3), torch.ones(self.n, 1, device=rgba.device)], -1)
-            yield rays.origins, rays.directions, rgba[:, :4]
+            yield rays.origins, rays.directions, rgba[:, :4], img
 
 
 class SceneData(L.LightningDataModule):
@@ -65,16 +66,19 @@ class SceneData(L.LightningDataModule):
 class NerfModule(L.LightningModule):
     """A radiance field + occupancy grid trained by photometric MSE on random rays."""
 
-    def __init__(self, field: Dict[str, Any], train: Dict[str, Any], aabb, near: float = 0.0) -> None:
+    def __init__(self, field: Dict[str, Any], train: Dict[str, Any], aabb, near: float = 0.0, n_images: int = 0) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.cfg = NerfTrainConfig.from_dict(dict(train))
-        self.field = RadianceField(RadianceFieldConfig.from_dict(dict(field)), aabb)
+        self.field = RadianceField(RadianceFieldConfig.from_dict(dict(field)), aabb, n_images)
         self.grid = OccupancyGrid(aabb, resolution=self.cfg.grid_resolution, threshold=self.cfg.grid_threshold,
-                                  ema_decay=self.cfg.grid_ema_decay, warmup_steps=self.cfg.grid_warmup_steps)
+                                  ema_decay=self.cfg.grid_ema_decay, warmup_steps=self.cfg.grid_warmup_steps,
+                                  contracted=self.field.config.contraction)
         self.near = float(near)
         box = torch.as_tensor(aabb, dtype=torch.float32).reshape(6)
         self.step_size = float(self.cfg.render_step_size or (box[3:] - box[:3]).norm() / 256)
+        # a contracted grid's rays end far out (1000 knee distances: S(far) is within 0.1 % of its limit)
+        self.far = float(self.cfg.far or (1000.0 * self.grid.knee if self.grid.contracted else 1e4))
         self.rays_seen = 0
         self.n_rays = min(self.cfg.rays_per_batch, 1024)  # rays in the next step (follows target_samples)
         self._fast: Dict[str, Any] = {}  # compiled callables, kept out of the state dict
@@ -90,7 +94,7 @@ class NerfModule(L.LightningModule):
     @property
     def render_settings(self) -> RenderSettings:
         c = self.cfg
-        return RenderSettings(self.step_size, self.near, c.early_stop_eps, c.alpha_thre, c.stratified, c.prepass)
+        return RenderSettings(self.step_size, self.near, self.far, c.early_stop_eps, c.alpha_thre, c.stratified, c.prepass)
 
     def query(self, name: str, *inputs: torch.Tensor, chunk: int = 1 << 16):
         """The field ('field': points, dirs -> (sigma, rgb)) or its density ('density': points
@@ -110,9 +114,11 @@ class NerfModule(L.LightningModule):
         return lambda p, d: self.query("field", p, d)
 
     # ---- rendering (the functional renderer of inr.render with this module's field and grid)
-    def render(self, rays: Rays, background: torch.Tensor) -> RenderOut:
-        """Colours of rays over `background` (N, 3), their opacity and depth; differentiable in grad mode."""
-        return render_rays(self._field_fn(), self.grid, rays, background, self.render_settings, self.density)
+    def render(self, rays: Rays, background: torch.Tensor, images: Optional[torch.Tensor] = None) -> RenderOut:
+        """Colours of rays over `background` (N, 3), their opacity and depth; differentiable in grad mode.
+        images: (N,) the training image of each ray, for its appearance code (None: the mean code)."""
+        codes = self.field.appearance_codes(images, len(rays), rays.origins.device) if images is not None else None
+        return render_rays(self._field_fn(), self.grid, rays, background, self.render_settings, self.density, codes)
 
     @torch.no_grad()
     def render_view(self, rays: Rays, background: float, chunk: int = 8192) -> torch.Tensor:
@@ -135,7 +141,8 @@ class NerfModule(L.LightningModule):
             self.grid.update(step, lambda p: self.density(p) * self.step_size, generator=self._grid_gen)
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
-        origins, dirs, rgba = (x[: self.n_rays] for x in batch)
+        origins, dirs, rgba = (x[: self.n_rays] for x in batch[:3])
+        images = batch[3][: self.n_rays] if len(batch) > 3 and self.field.appearance is not None else None
         self._update_grid()
         n = origins.shape[0]
         if self.cfg.train_background == "random":
@@ -143,7 +150,7 @@ class NerfModule(L.LightningModule):
         else:
             bg = torch.full((n, 3), BACKGROUNDS[self.cfg.train_background], device=origins.device)
         target = rgba[:, :3] * rgba[:, 3:] + bg * (1.0 - rgba[:, 3:])
-        color, _, _, n_samples = self.render(Rays(origins, dirs), bg)
+        color, _, _, n_samples = self.render(Rays(origins, dirs), bg, images)
         loss = torch.nn.functional.mse_loss(color, target)
         check_loss(loss, self.global_step)
         self.rays_seen += n

@@ -44,7 +44,8 @@ def _evaluate(module: NerfModule, scene: Scene, views: Optional[int], background
     for k in progress.bar(range(n), "test views", unit="view") if show else range(n):
         pred = render_split_view(module, split, k, background, stride)
         target = eval_target(split.images[k, ::stride, ::stride], background)
-        out.append({"view": split.names[k], "psnr": metrics.psnr(pred, target), "ssim": metrics.ssim(pred, target), "image": pred})
+        out.append({"view": split.names[k], "psnr": metrics.psnr(pred, target), "ssim": metrics.ssim(pred, target), "image": pred,
+                    "target": target})
     return out
 
 
@@ -52,7 +53,9 @@ def write_eval(out: Path, module: NerfModule, scene: Scene, background: float) -
     (out / "renders").mkdir(exist_ok=True)
     per_view = _evaluate(module, scene, None, background, show=True)
     for k, r in enumerate(per_view):
-        write_image(out / "renders" / f"test_{k:03d}.png", r.pop("image"))
+        pred, target = r.pop("image"), r.pop("target")
+        write_image(out / "renders" / f"test_{k:03d}.png", pred)
+        write_image(out / "renders" / f"test_{k:03d}_truth_render.png", torch.cat([target, pred], dim=1))
         r["psnr"], r["ssim"] = round(r["psnr"], 4), round(r["ssim"], 5)
     return {
         "test_psnr": round(sum(r["psnr"] for r in per_view) / len(per_view), 4),
@@ -67,7 +70,8 @@ class NerfTask(Task):
     Options = NerfOptions
     main_metric, curve_name = "test_psnr", "test PSNR"
     input_help = "scene folder (default: the bundled scenes/tabletop)"
-    outputs_help = "metrics.json (test_psnr, test_ssim, per view, rays_per_second), renders/, curve.png"
+    outputs_help = ("metrics.json (test_psnr, test_ssim, per view, rays_per_second), renders/ (test views, and each beside "
+                    "its ground truth), curve.png")
 
     @classmethod
     def add_arguments(cls, parser) -> None:
@@ -83,6 +87,13 @@ class NerfTask(Task):
     def default_input(self) -> Optional[str]:
         return default_scene()
 
+    @classmethod
+    def auto_preset(cls, input: Optional[str]):
+        from ..data.scenes import capture_kind
+
+        why = capture_kind(input) if input else None
+        return ("ngp_unbounded", f"{why}: unbounded, contracted space, per-image appearance codes") if why else None
+
     def load(self) -> None:
         self.scene = load_scene(self.opts.input or default_scene(), self.options.downscale, self.options.poses)
         from .nerf import BACKGROUNDS
@@ -92,7 +103,8 @@ class NerfTask(Task):
     def build_module(self) -> NerfModule:
         from .nerf import NerfModule
 
-        return NerfModule(self.preset.field.to_dict(), asdict(self.preset.train), self.scene.aabb.tolist(), near=self.scene.near)
+        return NerfModule(self.preset.field.to_dict(), asdict(self.preset.train), self.scene.aabb.tolist(), near=self.scene.near,
+                          n_images=len(self.scene.splits["train"]))
 
     def build_data(self) -> SceneData:
         from .nerf import SceneData

@@ -149,6 +149,12 @@ def prepare(opts: RunOptions, resume: Optional[Path] = None) -> Tuple[Task, Path
         except (TypeError, ValueError) as exc:
             raise InputError(None, f"--set: {exc}") from None
     else:
+        if opts.preset is None:
+            auto = task_cls.auto_preset(opts.input)
+            if auto is not None:
+                opts.preset = auto[0]
+                if not is_ddp_child():
+                    print(f"inr: preset {auto[0]} ({auto[1]}; --preset overrides)", flush=True)
         preset = load_preset(opts.preset or task_cls.default_preset, opts.task, opts.overrides)
         opts.preset = opts.preset or task_cls.default_preset
     task = task_cls(opts, preset, _task_options(task_cls, opts.task_options))
