@@ -101,7 +101,7 @@ def main() -> None:
         results["photos"] = camera_errors(photos, photos_truth, lambda p: names.index(Path(p).name))
         process(args.capture / "walk.mp4", video, logs, "video", ["--num-frames", str(args.video_frames)])
         frames = np.array(truth["video_frames"])
-        results["video"] = camera_errors(video, frames, lambda p: int(re.search(r"(\d+)\.\w+$", p).group(1)))
+        results["video"] = camera_errors(video, frames, lambda p: int(re.search(r"(\d+)\.\w+$", p).group(1)) - 1)  # frame_NNNNN: 1-based
         results_path.write_text(json.dumps(results, indent=1))
         print(json.dumps({k: results[k] for k in ("photos", "video")}, indent=1), flush=True)
     if "train" in only:

@@ -134,6 +134,18 @@ def test_contracted_grid_update_finds_a_far_shell():
     assert float(occs[layer].max()) > 0.8 and float(occs[layer].min()) >= 0.4 * 0.95**19
 
 
+def test_a_young_thin_field_keeps_its_inner_cells():
+    """A fresh field is thin everywhere (density ~ e^-1): far cells' stretched opacities must not
+    raise the threshold so that the whole inner region is culled (objects could never be learned)."""
+    grid = OccupancyGrid([-1, -1, -1, 1, 1, 1], resolution=16, contracted=True)
+    g = torch.Generator().manual_seed(0)
+    grid.update(0, lambda p: (0.37 + 0.05 * torch.rand(len(p), generator=g)) * 0.0135, generator=g)
+    occ = grid.binaries.view(16, 16, 16)
+    inner = occ[4:12, 4:12, 4:12]
+    assert 0.2 < inner.float().mean() < 0.8 and occ.float().mean() > inner.float().mean()
+    assert abs(grid.mean_occupancy() - float(grid.occs.view(16, 16, 16)[4:12, 4:12, 4:12].mean())) < 1e-9
+
+
 def test_contracted_field_has_density_everywhere_and_bounded_only_inside():
     from inr.render.radiance import RadianceField, RadianceFieldConfig
 

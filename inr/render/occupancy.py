@@ -42,7 +42,10 @@ class OccupancyGrid(nn.Module):
             -2 + 4 (i, j, k) / resolution + [0, 4 / resolution)^3.
         resolution: cells per side (nerfacc: 128).
         ema_decay: occs <- max(occs * decay, new) at every update.
-        threshold: a cell is occupied when its occupancy exceeds min(threshold, mean occupancy).
+        threshold: a cell is occupied when its occupancy exceeds min(threshold, mean occupancy)
+            (the mean over the inner box's cells on a contracted grid, as instant-ngp takes its
+            innermost cascade's: the far cells' stretched opacities would raise it so far that a
+            young field's inner region, thin everywhere, would be culled whole).
         warmup_steps: before this step every cell is re-evaluated; afterwards a random quarter
             of the cells plus every occupied one (nerfacc caps those at a quarter too).
     """
@@ -87,6 +90,14 @@ class OccupancyGrid(nn.Module):
             return self.centre + self.half * uncontract(u * 4.0 - 2.0)
         return self.aabb[:3] + u * (self.aabb[3:] - self.aabb[:3])
 
+    def mean_occupancy(self) -> float:
+        """The occupancies' mean (a contracted grid's: over the cells inside the inner box)."""
+        if not self.contracted:
+            return float(self.occs.mean())
+        r = self.resolution
+        lo, hi = r // 4, r - r // 4  # contracted [-1, 1] spans the middle half of each axis
+        return float(self.occs.view(r, r, r)[lo:hi, lo:hi, lo:hi].mean())
+
     def cell_index(self, points: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """Flat cell index (N,) of each point and whether it lies on the grid."""
         u = self.to_unit(points)
@@ -118,7 +129,7 @@ class OccupancyGrid(nn.Module):
         if self.contracted:  # far cells are crossed in longer world steps: their opacity is larger
             new = new * stretch((points - self.centre) / self.half)
         self.occs[idx] = torch.maximum(self.occs[idx] * self.ema_decay, new)
-        thresh = min(self.threshold, float(self.occs.mean()))
+        thresh = min(self.threshold, self.mean_occupancy())
         self.binaries.copy_(self.occs > thresh)
 
 
@@ -249,7 +260,7 @@ def _early_stop(ray_idx, starts, ends, grid, sigma_fn, early_stop_eps, alpha_thr
         _, trans, alphas = render_weights(starts, ends, sigmas, ray_idx)
         keep = trans >= early_stop_eps
         if alpha_thre > 0:
-            keep &= alphas >= min(alpha_thre, float(grid.occs.mean()))
+            keep &= alphas >= min(alpha_thre, grid.mean_occupancy())
         ray_idx, starts, ends = ray_idx[keep], starts[keep], ends[keep]
     return ray_idx, starts, ends
 
