@@ -392,7 +392,8 @@ def cmd_nerf(args: argparse.Namespace) -> int:
     r = eval_run(Path(args.run), args.device)
     for v in r["per_view"]:
         print(f"{v['view']}: PSNR {v['psnr']:.2f} dB, SSIM {v['ssim']:.4f}")
-    print(f"mean: PSNR {r['test_psnr']:.2f} dB, SSIM {r['test_ssim']:.4f} (written to {Path(args.run) / 'eval.json'})")
+    print(f"mean: PSNR {r['test_psnr']:.2f} dB, SSIM {r['test_ssim']:.4f}, {r['eval_seconds_per_view']:.2f} s per view "
+          f"(written to {Path(args.run) / 'eval.json'})")
     return 0
 
 

@@ -60,7 +60,7 @@ def process(src: Path, out: Path, logs: Path, name: str, extra=()) -> float:
 
 
 def train(scene: Path, out: Path, logs: Path, preset, budget: float, downscale: int) -> dict:
-    name = preset or "auto"
+    name = out.name  # run-auto, run-ngp, run-video-auto
     cmd = [*INR, "nerf", "train", str(scene), "--time-budget", str(budget), "--downscale", str(downscale),
            "--out", str(out), "--no-progress", "--overwrite"]
     if preset:
@@ -84,7 +84,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=600.0)
     ap.add_argument("--downscale", type=int, default=2)
     ap.add_argument("--video-frames", type=int, default=100)
-    ap.add_argument("--only", action="append", choices=["process", "train", "video-train"])
+    ap.add_argument("--only", action="append", choices=["process", "train", "video-train", "report"])
     args = ap.parse_args()
     only = set(args.only or ["process", "train", "video-train"])
     out, logs = args.out, args.out / "logs"
@@ -115,6 +115,13 @@ def main() -> None:
         results[f"video/{r['preset']}"] = r
         results_path.write_text(json.dumps(results, indent=1))
         print({k: v for k, v in r.items() if k != "curve"}, flush=True)
+    report(results, out)
+
+
+def report(results: dict, out: Path) -> None:
+    """The table, the time-to-PSNR points, and OUT/time_to_psnr.png."""
+    from inr.tasks.outputs import _plt
+
     print("\n| scene | preset | steps | held-out PSNR | SSIM | views | eval s/view |\n|---|---|---|---|---|---|---|")
     for key, r in results.items():
         if "/" in key:
@@ -124,6 +131,19 @@ def main() -> None:
         if "/" in key and r.get("curve"):
             points = ", ".join(f"{s:.0f} s: {v:.1f}" for _, s, v in r["curve"])
             print(f"time to PSNR, {key}: {points}")
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for key, r in results.items():
+        if "/" in key and r.get("curve"):
+            h = np.asarray(r["curve"], float)
+            ax.plot(h[:, 1], h[:, 2], marker=".", label=f"{key} (final, all views: {r['test_psnr']:.2f} dB)")
+    ax.set_xlabel("training seconds (2 cores)")
+    ax.set_ylabel("held-out PSNR (dB), 2 views, every 4th pixel")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "time_to_psnr.png", dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

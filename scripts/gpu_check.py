@@ -76,7 +76,7 @@ def main():
     tmp.mkdir(exist_ok=True)
     run("doctor", INR + ["doctor"], report, 300)  # builds nerfacc's CUDA code on first use
     run("gpu_tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_encodings.py",
-                      "tests/test_nerfacc_parity.py", "tests/test_device.py", "tests/test_cuda_runs.py", "tests/test_render.py", "-rs"], report, 600)
+                      "tests/test_nerfacc_parity.py", "tests/test_device.py", "tests/test_cuda_runs.py", "tests/test_render.py", "tests/test_unbounded.py", "-rs"], report, 600)
     dev = args.device
     sets = ["--steps", "2", "--device", dev, "--no-progress", "--overwrite", "--set", "train.eval_every=1"]
     from inr.presets import available_presets

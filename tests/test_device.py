@@ -168,16 +168,17 @@ def test_sdf_fit_steps_and_mesh_lattice_follow_their_input():
     assert values.shape == (17, 17, 17) and image.shape == (8, 8, 3) and world.device == pts.device
 
 
-def test_nerf_steps_and_renders_follow_their_input():
+@pytest.mark.parametrize("preset", ["ngp", "ngp_unbounded"])
+def test_nerf_steps_and_renders_follow_their_input(preset):
     from inr.data.scenes import SceneSplit
     from inr.presets import load_nerf_preset
     from inr.render.rays import look_at
     from inr.tasks.nerf import NerfModule, SceneData, render_split_view
     from dataclasses import asdict
 
-    p = load_nerf_preset("ngp", {"field.encoding_options.log2_table": 10, "field.encoding_options.n_levels": 4,
+    p = load_nerf_preset(preset, {"field.encoding_options.log2_table": 10, "field.encoding_options.n_levels": 4,
                                  "train.grid_resolution": 8, "train.compile": False, "train.target_samples": 2048})
-    module = NerfModule(p.field.to_dict(), asdict(p.train), [-1, -1, -1, 1, 1, 1])
+    module = NerfModule(p.field.to_dict(), asdict(p.train), [-1, -1, -1, 1, 1, 1], n_images=2)
     c2w = torch.stack([look_at(torch.tensor([0.0, -3.0, 0.5]), torch.zeros(3), torch.tensor([0.0, 0.0, 1.0]))] * 2)
     split = SceneSplit(torch.rand(2, 6, 6, 4), c2w, torch.tensor([[5.0, 5.0, 3.0, 3.0]] * 2), ["a", "b"])
     data = SceneData(split, 64)

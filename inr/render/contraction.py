@@ -42,8 +42,10 @@ def stretch(x: torch.Tensor) -> torch.Tensor:
     return x.abs().amax(-1).clamp(min=1.0) ** 2
 
 
-def s_of_t(t: torch.Tensor, knee: float) -> torch.Tensor:
-    """The sample spacing's coordinate S(t) (see the module docstring)."""
+def s_of_t(t, knee: float):
+    """The sample spacing's coordinate S(t) (see the module docstring), of a tensor or a float."""
+    if not isinstance(t, torch.Tensor):
+        return t if t <= knee else 2.0 * knee - knee * knee / t
     return torch.where(t <= knee, t, 2.0 * knee - knee * knee / t.clamp(min=1e-30))
 
 

@@ -222,8 +222,8 @@ def _march_contracted(rays, grid, step_size, near, far, sigma_fn, early_stop_eps
                       backend):
     dev = rays.origins.device
     knee = grid.knee
-    s_far = float(s_of_t(torch.tensor(float(far), dtype=torch.float64), knee))
-    s0 = torch.full((len(rays),), float(s_of_t(torch.tensor(float(near), dtype=torch.float64), knee)), device=dev)
+    s_far = s_of_t(float(far), knee)
+    s0 = torch.full((len(rays),), s_of_t(float(near), knee), device=dev)
     if stratified:
         s0 = s0 + torch.rand(s0.shape, device=dev, generator=generator) * step_size
     n_steps = int(math.ceil((s_far - float(s0.min())) / step_size)) + 1 if len(rays) else 0

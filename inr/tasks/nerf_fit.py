@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
@@ -51,7 +52,9 @@ def _evaluate(module: NerfModule, scene: Scene, views: Optional[int], background
 
 def write_eval(out: Path, module: NerfModule, scene: Scene, background: float) -> Dict[str, Any]:
     (out / "renders").mkdir(exist_ok=True)
+    start = time.perf_counter()
     per_view = _evaluate(module, scene, None, background, show=True)
+    seconds = time.perf_counter() - start
     for k, r in enumerate(per_view):
         pred, target = r.pop("image"), r.pop("target")
         write_image(out / "renders" / f"test_{k:03d}.png", pred)
@@ -60,6 +63,7 @@ def write_eval(out: Path, module: NerfModule, scene: Scene, background: float) -
     return {
         "test_psnr": round(sum(r["psnr"] for r in per_view) / len(per_view), 4),
         "test_ssim": round(sum(r["ssim"] for r in per_view) / len(per_view), 5),
+        "eval_seconds_per_view": round(seconds / max(1, len(per_view)), 3),
         "per_view": per_view,
     }
 
