@@ -192,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--path", default="orbit", help="orbit (default), spiral (forward-facing scenes) or a nerfstudio "
                    "camera_path .json file (its size, field of view and fps)")
     p.add_argument("--orbit", action="store_true", help="the same as --path orbit")
+    p.add_argument("--path-frame", help="nerfstudio's dataparser_transforms.json of the run a camera_path .json was "
+                   "made in: its poses are mapped from that run's frame to this scene's")
     p.add_argument("--frames", type=positive_int, default=120, help="number of frames of orbit and spiral (default 120)")
     p.add_argument("--fps", type=positive_int, help="frames per second (default: the path file's, else 30)")
     p.add_argument("--out", metavar="FILE", required=True, help="video file: .mp4 or .gif")
@@ -366,6 +368,7 @@ def cmd_nerf(args: argparse.Namespace) -> int:
         from .tasks.nerf_export import render_path
 
         r = render_path(Path(args.run), Path(args.out), "orbit" if args.orbit else args.path, args.frames, args.fps,
+                        path_frame=Path(args.path_frame) if args.path_frame else None,
                         device=args.device)
         print(f"wrote {args.out} ({r['frames']} frames, {r['width']}x{r['height']}, {r['fps']} fps)")
         return 0

@@ -324,3 +324,37 @@ def test_process_a_video_and_refuse_what_does_not_register(tmp_path, capsys):
     assert not list(tmp_path.glob(".bad.partial*"))
     assert main(["nerf", "process", str(tmp_path / "noise"), str(out), "--no-progress"]) == 2  # exists, no --overwrite
     assert "exists; pass --overwrite" in capsys.readouterr().err
+
+
+def test_a_nerfstudio_camera_path_maps_into_the_scene_frame(tmp_path, capsys):
+    """A path made in nerfstudio's viewer is in its dataparser's frame (dataparser_transforms.json:
+    c2w' = [T_R R | scale (T_R t + T_t)] of the file's poses); mapped back and through inr's own
+    normalisation, the training cameras' own poses land exactly on the loaded scene's cameras."""
+    from inr.cli import main
+    from inr.data.camera_path import from_nerfstudio_frame, read_dataparser_transform
+
+    file_poses = moved(ring(8, radius=2.0), *similarity(scale=1.7, seed=4))
+    (tmp_path / "images").mkdir()
+    frames = []
+    for k, m in enumerate(file_poses):
+        iio.imwrite(tmp_path / "images" / f"{k}.png", np.full((8, 10, 3), 30 * k, np.uint8))
+        frames.append({"file_path": f"images/{k}.png", "transform_matrix": m.tolist()})
+    (tmp_path / "transforms.json").write_text(json.dumps({"fl_x": 9.0, "w": 10, "h": 8, "frames": frames}))
+    s, R, t = similarity(scale=0.37, seed=9)  # nerfstudio's (some other) normalisation
+    ns = file_poses.copy()
+    ns[:, :3, :3] = R @ file_poses[:, :3, :3]
+    ns[:, :3, 3] = s * (file_poses[:, :3, 3] @ R.T + t)
+    dp = tmp_path / "dataparser_transforms.json"
+    dp.write_text(json.dumps({"transform": np.concatenate([R, t[:, None]], 1).tolist(), "scale": s}))
+    scene = load_scene(tmp_path)
+    got = from_nerfstudio_frame(torch.from_numpy(ns), *read_dataparser_transform(dp), scene.extra["normalisation"])
+    train = scene.splits["train"]
+    assert torch.allclose(got[[k for k in range(8) if k % 8]].float(), train.c2w, atol=1e-5)
+    kept = load_scene(tmp_path, poses="keep")
+    got = from_nerfstudio_frame(torch.from_numpy(ns), *read_dataparser_transform(dp), kept.extra["normalisation"])
+    assert np.allclose(got.numpy(), file_poses, atol=1e-9)
+    dp.write_text(json.dumps({"transform": (2 * np.eye(3, 4)).tolist(), "scale": 1.0}))
+    with pytest.raises(InputError, match="not a rotation"):
+        read_dataparser_transform(dp)
+    assert main(["nerf", "render", str(tmp_path), "--path-frame", str(dp), "--out", str(tmp_path / "o.gif")]) == 2
+    assert "--path-frame applies to a camera_path" in capsys.readouterr().err

@@ -67,3 +67,37 @@ def read_camera_path(path) -> CameraPath:
             fov = np.interp(s, np.arange(len(keys)), [float(k["fov"]) for k in keys])
         return CameraPath(poses, fov, size, fps)
     raise InputError(path, "has no camera_path list and fewer than 2 keyframes (nerfstudio's camera path format)")
+
+
+def read_dataparser_transform(path) -> Tuple[np.ndarray, float]:
+    """nerfstudio's dataparser_transforms.json (written beside each of its runs): the (3, 4)
+    `transform` and the `scale` that took the scene file's poses to the frame its viewer and
+    camera paths use: c2w' = [T_R R | scale (T_R t + T_t)]."""
+    from .scenes import read_json_object
+
+    path = Path(path)
+    data = read_json_object(path)
+    try:
+        transform = np.asarray(data["transform"], np.float64)
+        scale = float(data["scale"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError(path, "needs 'transform' (3x4) and 'scale' (nerfstudio's dataparser_transforms.json)") from None
+    if transform.shape != (3, 4) or not np.isfinite(transform).all() or not (np.isfinite(scale) and scale > 0):
+        raise InputError(path, "'transform' must be a finite 3x4 matrix and 'scale' > 0")
+    if not np.allclose(transform[:, :3] @ transform[:, :3].T, np.eye(3), atol=1e-4):
+        raise InputError(path, "'transform' is not a rotation and translation")
+    return transform, scale
+
+
+def from_nerfstudio_frame(poses: torch.Tensor, transform: np.ndarray, scale: float, normalisation=None) -> torch.Tensor:
+    """(F, 4, 4) OpenGL cameras in a nerfstudio run's frame -> the scene as `inr` loads it:
+    back to the scene file's frame (undoing `transform` and `scale`), then through the
+    scene's own pose normalisation (`Scene.extra['normalisation']`, None for poses kept)."""
+    c2w = poses.double().numpy().copy()
+    R, t = transform[:, :3], transform[:, 3]
+    out = c2w.copy()
+    out[:, :3, :3] = R.T @ c2w[:, :3, :3]
+    out[:, :3, 3] = (c2w[:, :3, 3] / scale - t) @ R  # R^T (x / scale - t), row-wise
+    if normalisation is not None:
+        out = normalisation.poses(out)
+    return torch.from_numpy(out).to(poses.dtype)

@@ -123,5 +123,6 @@ def load_colmap(root: Path, downscale: int = 1, holdout_every: int = 8, poses: O
               for name, sel in (("train", ~test), ("test", test)) if sel.any()}
     near, box = near_and_box(points, np.stack([s.c2w for s in specs]))
     return Scene(str(root), "colmap", _fill_splits(splits), torch.tensor(box, dtype=torch.float32), near=near,
-                 extra={"poses": mode, "registered": len(specs), "cameras": len(rec.cameras)},
+                 extra={"poses": mode, "registered": len(specs), "cameras": len(rec.cameras),
+                        "normalisation": norm if mode == "normalise" else None},
                  points=points.astype(np.float32))

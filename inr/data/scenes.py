@@ -280,6 +280,7 @@ def load_transforms(root: Path, downscale: int = 1, holdout_every: int = 8, pose
     mode = _pose_mode(poses)
     box_scale = float(data.get("aabb_scale", 1.0))
     points = _sparse_points(root, path, data)
+    norm = None
     if mode == "normalise":
         norm = normalise_poses(np.stack([s.c2w for s in specs]))
         for spec, m in zip(specs, norm.poses(np.stack([s.c2w for s in specs]))):
@@ -312,7 +313,8 @@ def load_transforms(root: Path, downscale: int = 1, holdout_every: int = 8, pose
     if "train" not in splits:
         raise InputError(path, "no frame is left for training")
     return Scene(str(root), "transforms", _fill_splits(splits), torch.tensor([-s, -s, -s, s, s, s]), near=near,
-                 extra={"poses": mode, **({"process": data["inr_process"]} if isinstance(data.get("inr_process"), dict) else {})},
+                 extra={"poses": mode, "normalisation": norm if mode == "normalise" else None,
+                        **({"process": data["inr_process"]} if isinstance(data.get("inr_process"), dict) else {})},
                  points=None if points is None else points.astype(np.float32))
 
 

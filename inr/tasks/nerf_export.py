@@ -26,18 +26,23 @@ PATHS = ("orbit", "spiral")
 
 
 def render_path(run_dir: Path, out: Path, path: str = "orbit", frames: int = 120, fps: Optional[float] = None,
-                device: str = "auto") -> Dict[str, Any]:
+                device: str = "auto", path_frame: Optional[Path] = None) -> Dict[str, Any]:
     """Render a camera path of a trained run into a video: "orbit" (a circle around what the
     training cameras look at, `orbit_poses`), "spiral" (LLFF's, in front of forward-facing
     cameras, focused at the median depth of the sparse points or at the box centre,
     `spiral_poses`), or a nerfstudio camera_path JSON file (its size, field of view and fps
-    unless given). `frames` applies to orbit and spiral."""
-    from ..data.camera_path import read_camera_path
+    unless given). `frames` applies to orbit and spiral. path_frame: nerfstudio's
+    dataparser_transforms.json of the run the camera path was made in: the path's poses are
+    taken from that run's frame to this scene's (`from_nerfstudio_frame`)."""
+    from ..data.camera_path import from_nerfstudio_frame, read_camera_path, read_dataparser_transform
 
     check_suffix(out, VIDEO_FORMATS, "video")
     if path not in PATHS and Path(path).suffix.lower() != ".json":
         raise InputError(None, f"--path must be orbit, spiral or a camera_path .json file, got {path!r}")
     cam_path = read_camera_path(path) if path not in PATHS else None  # bad files fail before the run loads
+    if path_frame is not None and cam_path is None:
+        raise InputError(None, "--path-frame applies to a camera_path .json file, not to orbit or spiral")
+    frame = read_dataparser_transform(path_frame) if path_frame is not None else None
     module, scene, config = load_nerf_run(run_dir, device)
     train = scene.splits["train"]
     view = scene.splits["test"] if len(scene.splits["test"]) else train
@@ -57,6 +62,8 @@ def render_path(run_dir: Path, out: Path, path: str = "orbit", frames: int = 120
         intr = torch.tensor([[fx, fy, cx, cy]]).repeat(len(poses), 1)
     else:
         poses = cam_path.poses
+        if frame is not None:
+            poses = from_nerfstudio_frame(poses, *frame, scene.extra.get("normalisation"))
         if cam_path.size is not None:
             h, w = cam_path.size
         f = torch.full((len(poses),), fy * h / view.images.shape[1])
