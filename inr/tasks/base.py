@@ -7,9 +7,12 @@ import argparse
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Dict, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Optional, Tuple, Type
 
 from ..registry import Registry
+
+if TYPE_CHECKING:  # annotations only: the CLI starts without torch
+    import torch
 
 
 @dataclass
