@@ -264,3 +264,33 @@ def test_sdf_viewer_shows_the_level_set_and_the_slice(tmp_path):
             assert near(shot, (240, 150, 60), 70).mean() > 0.02, "the slice plane is not drawn"
     finally:
         viewer.stop()
+
+
+def test_the_live_time_cap_is_not_overshot_by_a_frame(monkeypatch):
+    """The live viewer starts a frame only if it fits in its budget at the highest cost per pixel
+    seen so far: the frame that would cross the cap is not started, a cheaper one still is."""
+    from types import SimpleNamespace
+
+    from inr.viewer import progressive as prog_mod
+    from inr.viewer.progressive import Progressive
+
+    durations = iter([0.32, 0.05])
+    clock = {"t": 0.0}
+
+    def render(camera, rows):
+        clock["t"] += next(durations)
+        return np.zeros((rows, rows, 3), np.uint8), None
+
+    prog = Progressive(render, lambda: 80)
+    client = SimpleNamespace(client_id=1, camera=SimpleNamespace(image_height=80, on_update=lambda f: None),
+                             scene=SimpleNamespace(set_background_image=lambda *a, **k: None))
+    prog.attach(client)
+    monkeypatch.setattr(time, "perf_counter", lambda: clock["t"])  # frame durations as scripted
+    assert prog.next_rows(client) == 80 and prog.fits(0.0, 80)  # nothing rendered yet
+    assert prog.service(client) and abs(prog.render_seconds - 0.32) < 1e-9
+    assert prog.next_rows(client) is None  # nothing owed until the camera moves
+    prog.refresh()
+    assert not prog.fits(0.6, 80) and prog.fits(0.64, 80)  # 0.32 spent + 0.32 expected
+    low = prog_mod.LOW_HEIGHT  # a low frame is expected to cost 0.32 x (72/80)^2
+    assert prog.fits(0.32 + 0.32 * (low / 80) ** 2 + 1e-9, low)
+    assert prog.service(client) and abs(prog.render_seconds - 0.37) < 1e-9

@@ -52,8 +52,9 @@ class LiveViewer(L.Callback):
             nerf.progressive.refresh()
         budget = self.cap * (now - self._t0)
         for client in list(self.viewer.server.get_clients().values()):
-            if nerf.progressive.render_seconds >= budget:
-                break
+            rows = nerf.progressive.next_rows(client)
+            if rows is not None and not nerf.progressive.fits(budget, rows):
+                continue  # another browser may be owed a cheaper (low-resolution) frame
             nerf.progressive.service(client)
 
     def record(self, step: int, seconds: float, value: float) -> None:

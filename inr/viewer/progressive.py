@@ -34,8 +34,24 @@ class Progressive:
         self.render, self.full_height = render, full_height
         self.states: Dict[int, _State] = {}
         self.render_seconds = 0.0
+        self.cost_per_row2 = 0.0
+        """The most seconds per row^2 of any frame so far: a time cap expects a frame of R rows
+        to cost this x R^2 (pixels grow as rows^2 at a fixed aspect)."""
         self.frames = 0
         self.last_image: Optional[np.ndarray] = None
+
+    def next_rows(self, client) -> Optional[int]:
+        """The rows of the frame `client` is owed (low while its camera moves), None if none."""
+        state = self.states.get(client.client_id)
+        if state is None or not state.dirty:
+            return None
+        return LOW_HEIGHT if time.time() - state.moved_at < REST_SECONDS else self.full_height()
+
+    def fits(self, budget: float, rows: int) -> bool:
+        """Whether a frame of `rows` rows, at the highest cost per pixel seen so far, keeps the
+        rendering time within `budget` seconds (a time cap that the frame crossing it does
+        not overshoot)."""
+        return self.render_seconds + self.cost_per_row2 * rows * rows <= budget
 
     def attach(self, client) -> None:
         state = self.states[client.client_id] = _State()
@@ -71,10 +87,13 @@ class Progressive:
         if not moving:
             state.dirty = False  # a move during the render sets it again
         start = time.perf_counter()
-        image, depth = self.render(client.camera, LOW_HEIGHT if moving else self.full_height())
+        rows = LOW_HEIGHT if moving else self.full_height()
+        image, depth = self.render(client.camera, rows)
         client.scene.set_background_image(image, format="jpeg", jpeg_quality=90, depth=depth)
         self.last_image = image
-        self.render_seconds += time.perf_counter() - start
+        took = time.perf_counter() - start
+        self.render_seconds += took
+        self.cost_per_row2 = max(self.cost_per_row2, took / max(rows, 1) ** 2)
         state.frames += 1
         self.frames += 1
         return True
