@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from inr.data.cameras import pose_errors  # noqa: E402
+from bench_capture import errors_of  # noqa: E402  (scripts/, beside this file)
 
 INR = [sys.executable, "-m", "inr"]
 
@@ -43,13 +43,10 @@ def run(cmd, log: Path) -> tuple:
 
 
 def camera_errors(scene: Path, truth: np.ndarray, index_of) -> dict:
-    data = json.loads((scene / "transforms.json").read_text())
-    est = np.stack([np.array(f["transform_matrix"]) for f in data["frames"]])
-    idx = [index_of(f["file_path"]) for f in data["frames"]]
-    info = data["inr_process"]
+    info = json.loads((scene / "transforms.json").read_text())["inr_process"]
     return {"registered": info["registered"], "given": info.get("images", info.get("given")),
             "reprojection_error_px": info.get("reprojection_error_px"), "process_seconds": info.get("seconds"),
-            **{k: round(v, 5) for k, v in pose_errors(est, truth[idx]).items()}}
+            **{k: round(v, 5) for k, v in errors_of(scene, truth, index_of).items()}}
 
 
 def process(src: Path, out: Path, logs: Path, name: str, extra=()) -> float:

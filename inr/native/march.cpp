@@ -17,6 +17,19 @@
 
 namespace {
 
+// Whether the cell holding grid coordinates u ([0, 1)^3 on the grid) is occupied: the torch
+// twin's cell_index (clamp to [0, 1 - 1e-6], scale by the resolution, truncate).
+inline bool cell_occupied(const float* u, int64_t resolution, float upper, const bool* binaries) {
+  int64_t ijk[3];
+  bool inside = true;
+  for (int i = 0; i < 3; ++i) {
+    inside = inside && u[i] >= 0.0f && u[i] < 1.0f;
+    const float c = std::min(std::max(u[i], 0.0f), upper);
+    ijk[i] = static_cast<int64_t>(c * static_cast<float>(resolution));
+  }
+  return inside && binaries[(ijk[0] * resolution + ijk[1]) * resolution + ijk[2]];
+}
+
 struct Grid {
   float lo[3], extent[3];
   int64_t resolution;
@@ -24,31 +37,66 @@ struct Grid {
   float upper;  // 1 - 1e-6 in float32, the clamp of cell_index
 
   inline bool occupied(const float* p) const {
-    int64_t ijk[3];
-    bool inside = true;
-    for (int i = 0; i < 3; ++i) {
-      const float u = (p[i] - lo[i]) / extent[i];
-      inside = inside && u >= 0.0f && u < 1.0f;
-      const float c = std::min(std::max(u, 0.0f), upper);
-      ijk[i] = static_cast<int64_t>(c * static_cast<float>(resolution));
-    }
-    return inside && binaries[(ijk[0] * resolution + ijk[1]) * resolution + ijk[2]];
+    float u[3];
+    for (int i = 0; i < 3; ++i) u[i] = (p[i] - lo[i]) / extent[i];
+    return cell_occupied(u, resolution, upper, binaries);
   }
 };
 
-// Calls emit(k, t_start) for every kept sample of ray r, in step order.
-template <typename Emit>
-inline void walk(int64_t r, const float* o, const float* d, const float* t_first, const float* t_far, const bool* hit,
-                 float step, float half, int64_t n_steps, const Grid& grid, Emit&& emit) {
-  if (!hit[r]) return;
-  for (int64_t k = 0; k < n_steps; ++k) {
-    const float t = t_first[r] + step * static_cast<float>(k);
-    const float mid = t + half;
-    if (!(mid < t_far[r])) return;  // mids grow with k: none after this one is before the exit
-    float p[3];
-    for (int i = 0; i < 3; ++i) p[i] = d[r * 3 + i] * mid + o[r * 3 + i];
-    if (grid.occupied(p)) emit(t);
+// A contracted grid (inr/render/contraction.py): cells over contracted space, u = (y + 2) / 4.
+struct ContractedGrid {
+  float centre[3], half[3];
+  int64_t resolution;
+  const bool* binaries;
+  float upper;
+
+  inline bool occupied(const float* p) const {
+    float x[3];
+    float n = 0.0f;
+    for (int i = 0; i < 3; ++i) {
+      x[i] = (p[i] - centre[i]) / half[i];
+      n = std::max(n, std::abs(x[i]));
+    }
+    const float scale = n > 1.0f ? (2.0f - 1.0f / n) / n : 1.0f;
+    float u[3];
+    for (int i = 0; i < 3; ++i) u[i] = (x[i] * scale + 2.0f) * 0.25f;
+    return cell_occupied(u, resolution, upper, binaries);
   }
+};
+
+// The samples every ray's walk keeps, packed ray by ray: walk(r, emit) calls emit(t_start,
+// t_end) for each of ray r's samples in order. Two passes over the rays (count, then fill at
+// the prefix-summed offsets), each split among threads. Returns ray indices, starts and (when
+// with_ends) ends.
+template <typename Walk>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> pack(int64_t n, const at::Tensor& like, bool with_ends, const Walk& walk) {
+  std::vector<int64_t> offsets(n + 1, 0);
+  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t count = 0;
+      walk(r, [&](float, float) { ++count; });
+      offsets[r + 1] = count;
+    }
+  });
+  for (int64_t r = 0; r < n; ++r) offsets[r + 1] += offsets[r];
+  auto ray_idx = at::empty({offsets[n]}, like.options().dtype(at::kLong));
+  auto t_starts = at::empty({offsets[n]}, like.options());
+  auto t_ends = with_ends ? at::empty({offsets[n]}, like.options()) : at::Tensor();
+  int64_t* ri = ray_idx.data_ptr<int64_t>();
+  float* ts = t_starts.data_ptr<float>();
+  float* te = with_ends ? t_ends.data_ptr<float>() : nullptr;
+  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t at = offsets[r];
+      walk(r, [&](float a, float b) {
+        ri[at] = r;
+        ts[at] = a;
+        if (te != nullptr) te[at] = b;
+        ++at;
+      });
+    }
+  });
+  return {ray_idx, t_starts, t_ends};
 }
 
 std::tuple<at::Tensor, at::Tensor> march_candidates(const at::Tensor& origins_in, const at::Tensor& directions_in,
@@ -65,7 +113,6 @@ std::tuple<at::Tensor, at::Tensor> march_candidates(const at::Tensor& origins_in
   const auto aabb = aabb_in.to(at::kFloat).contiguous();
   const auto binaries = binaries_in.to(at::kBool).contiguous();
   TORCH_CHECK(binaries.numel() == resolution * resolution * resolution, "march native: grid size mismatch");
-  const int64_t n = origins.size(0);
   const float* box = aabb.data_ptr<float>();
   Grid grid;
   for (int i = 0; i < 3; ++i) {
@@ -79,77 +126,20 @@ std::tuple<at::Tensor, at::Tensor> march_candidates(const at::Tensor& origins_in
   const float *o = origins.data_ptr<float>(), *d = directions.data_ptr<float>();
   const float *tf = t_first.data_ptr<float>(), *tx = t_far.data_ptr<float>();
   const bool* h = hit.data_ptr<bool>();
-
-  std::vector<int64_t> offsets(n + 1, 0);
-  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t count = 0;
-      walk(r, o, d, tf, tx, h, step, half, n_steps, grid, [&](float) { ++count; });
-      offsets[r + 1] = count;
+  // the lattice t = t_first + step * k, a sample kept while its midpoint is before the exit
+  auto walk = [&](int64_t r, auto&& emit) {
+    if (!h[r]) return;
+    for (int64_t k = 0; k < n_steps; ++k) {
+      const float t = tf[r] + step * static_cast<float>(k);
+      const float mid = t + half;
+      if (!(mid < tx[r])) return;  // mids grow with k: none after this one is before the exit
+      float p[3];
+      for (int i = 0; i < 3; ++i) p[i] = d[r * 3 + i] * mid + o[r * 3 + i];
+      if (grid.occupied(p)) emit(t, 0.0f);
     }
-  });
-  for (int64_t r = 0; r < n; ++r) offsets[r + 1] += offsets[r];
-  auto ray_idx = at::empty({offsets[n]}, origins.options().dtype(at::kLong));
-  auto t_starts = at::empty({offsets[n]}, origins.options());
-  int64_t* ri = ray_idx.data_ptr<int64_t>();
-  float* ts = t_starts.data_ptr<float>();
-  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t at = offsets[r];
-      walk(r, o, d, tf, tx, h, step, half, n_steps, grid, [&](float t) {
-        ri[at] = r;
-        ts[at] = t;
-        ++at;
-      });
-    }
-  });
-  return {ray_idx, t_starts};
-}
-
-// A contracted grid (inr/render/contraction.py): cells over contracted space, samples
-// [T(s), T(s + step)] on the lattice s = s0 + step * k of the spacing S with knee `knee`.
-struct ContractedGrid {
-  float centre[3], half[3];
-  int64_t resolution;
-  const bool* binaries;
-  float upper;
-
-  inline bool occupied(const float* p) const {
-    float x[3];
-    float n = 0.0f;
-    for (int i = 0; i < 3; ++i) {
-      x[i] = (p[i] - centre[i]) / half[i];
-      n = std::max(n, std::abs(x[i]));
-    }
-    const float scale = n > 1.0f ? (2.0f - 1.0f / n) / n : 1.0f;
-    int64_t ijk[3];
-    bool inside = true;
-    for (int i = 0; i < 3; ++i) {
-      const float u = (x[i] * scale + 2.0f) * 0.25f;
-      inside = inside && u >= 0.0f && u < 1.0f;
-      const float c = std::min(std::max(u, 0.0f), upper);
-      ijk[i] = static_cast<int64_t>(c * static_cast<float>(resolution));
-    }
-    return inside && binaries[(ijk[0] * resolution + ijk[1]) * resolution + ijk[2]];
-  }
-};
-
-// Calls emit(t_start, t_end) for every kept sample of ray r, in step order.
-template <typename Emit>
-inline void walk_contracted(int64_t r, const float* o, const float* d, const float* s0, float step, int64_t n_steps,
-                            float knee, float kk, float two_k, float far, const ContractedGrid& grid, Emit&& emit) {
-  auto t_of_s = [&](float s) { return s <= knee ? s : kk / (two_k - s); };
-  for (int64_t k = 0; k < n_steps; ++k) {
-    const float sa = s0[r] + step * static_cast<float>(k);
-    const float sb = s0[r] + step * static_cast<float>(k + 1);
-    if (!(sb < two_k)) return;
-    const float ta = t_of_s(sa), tb = t_of_s(sb);
-    const float mid = (ta + tb) * 0.5f;
-    if (!(mid < far)) return;
-    float p[3];
-    for (int i = 0; i < 3; ++i) p[i] = d[r * 3 + i] * mid + o[r * 3 + i];
-    if (grid.occupied(p)) emit(ta, tb);
-  }
+  };
+  auto packed = pack(origins.size(0), origins, false, walk);
+  return {std::get<0>(packed), std::get<1>(packed)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> march_contracted_candidates(
@@ -164,7 +154,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> march_contracted_candidates(
   const auto aabb = aabb_in.to(at::kFloat).contiguous();
   const auto binaries = binaries_in.to(at::kBool).contiguous();
   TORCH_CHECK(binaries.numel() == resolution * resolution * resolution, "march native: grid size mismatch");
-  const int64_t n = origins.size(0);
   const float* box = aabb.data_ptr<float>();
   ContractedGrid grid;
   for (int i = 0; i < 3; ++i) {
@@ -177,33 +166,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> march_contracted_candidates(
   const float step = static_cast<float>(step_size), kn = static_cast<float>(knee);
   const float kk = static_cast<float>(knee * knee), two_k = static_cast<float>(2.0 * knee), fr = static_cast<float>(far);
   const float *o = origins.data_ptr<float>(), *d = directions.data_ptr<float>(), *s = s0.data_ptr<float>();
-
-  std::vector<int64_t> offsets(n + 1, 0);
-  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t count = 0;
-      walk_contracted(r, o, d, s, step, n_steps, kn, kk, two_k, fr, grid, [&](float, float) { ++count; });
-      offsets[r + 1] = count;
+  auto t_of_s = [&](float v) { return v <= kn ? v : kk / (two_k - v); };
+  // samples [T(s), T(s + step)] on the lattice s = s0 + step * k, until s + step reaches 2 knee
+  // or a midpoint reaches far
+  auto walk = [&](int64_t r, auto&& emit) {
+    for (int64_t k = 0; k < n_steps; ++k) {
+      const float sa = s[r] + step * static_cast<float>(k);
+      const float sb = s[r] + step * static_cast<float>(k + 1);
+      if (!(sb < two_k)) return;
+      const float ta = t_of_s(sa), tb = t_of_s(sb);
+      const float mid = (ta + tb) * 0.5f;
+      if (!(mid < fr)) return;
+      float p[3];
+      for (int i = 0; i < 3; ++i) p[i] = d[r * 3 + i] * mid + o[r * 3 + i];
+      if (grid.occupied(p)) emit(ta, tb);
     }
-  });
-  for (int64_t r = 0; r < n; ++r) offsets[r + 1] += offsets[r];
-  auto ray_idx = at::empty({offsets[n]}, origins.options().dtype(at::kLong));
-  auto t_starts = at::empty({offsets[n]}, origins.options());
-  auto t_ends = at::empty({offsets[n]}, origins.options());
-  int64_t* ri = ray_idx.data_ptr<int64_t>();
-  float *ts = t_starts.data_ptr<float>(), *te = t_ends.data_ptr<float>();
-  at::parallel_for(0, n, 256, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t at = offsets[r];
-      walk_contracted(r, o, d, s, step, n_steps, kn, kk, two_k, fr, grid, [&](float a, float b) {
-        ri[at] = r;
-        ts[at] = a;
-        te[at] = b;
-        ++at;
-      });
-    }
-  });
-  return {ray_idx, t_starts, t_ends};
+  };
+  return pack(origins.size(0), origins, true, walk);
 }
 
 }  // namespace

@@ -55,6 +55,10 @@ class OccupancyGrid(nn.Module):
         super().__init__()
         self.register_buffer("aabb", torch.as_tensor(aabb, dtype=torch.float32).reshape(6))
         self.contracted = bool(contracted)
+        # where a contracted grid's sample spacing starts to grow (`contraction.t_of_s`): twice the
+        # inner box's largest half extent, so rays see the whole inner box at the base step (a
+        # float kept here: reading it from the buffer would wait for the device at every march)
+        self.knee = 2.0 * float(self.half.max())
         self.resolution = int(resolution)
         self.ema_decay, self.threshold, self.warmup_steps = float(ema_decay), float(threshold), int(warmup_steps)
         n = self.resolution**3
@@ -72,11 +76,6 @@ class OccupancyGrid(nn.Module):
     def half(self) -> torch.Tensor:
         return (self.aabb[3:] - self.aabb[:3]) * 0.5
 
-    @property
-    def knee(self) -> float:
-        """Where a contracted grid's sample spacing starts to grow (`contraction.t_of_s`): twice
-        the inner box's largest half extent, so rays see the whole inner box at the base step."""
-        return 2.0 * float(self.half.max())
 
     def to_unit(self, points: torch.Tensor) -> torch.Tensor:
         """World points -> grid coordinates, [0, 1)^3 on the grid (float32 operations as march.cpp's)."""
@@ -223,10 +222,12 @@ def _march_contracted(rays, grid, step_size, near, far, sigma_fn, early_stop_eps
     dev = rays.origins.device
     knee = grid.knee
     s_far = s_of_t(float(far), knee)
-    s0 = torch.full((len(rays),), s_of_t(float(near), knee), device=dev)
+    s_near = s_of_t(float(near), knee)
+    s0 = torch.full((len(rays),), s_near, device=dev)
     if stratified:
         s0 = s0 + torch.rand(s0.shape, device=dev, generator=generator) * step_size
-    n_steps = int(math.ceil((s_far - float(s0.min())) / step_size)) + 1 if len(rays) else 0
+    # jitter only moves the lattice on: counting from S(near) bounds every ray's steps
+    n_steps = int(math.ceil((s_far - s_near) / step_size)) + 1 if len(rays) else 0
     if n_steps <= 1:
         empty = torch.zeros(0, device=dev)
         return empty.long(), empty, empty
@@ -242,8 +243,7 @@ def _march_contracted(rays, grid, step_size, near, far, sigma_fn, early_stop_eps
         t = t_of_s(s, knee)
         t_a, t_b = t[:, :-1], t[:, 1:]
         mids = (t_a + t_b) * 0.5
-        valid = (s[:, 1:] < 2.0 * knee) & (mids < far)
-        valid &= valid.long().cumprod(1).bool()  # the walk stops at the first invalid step
+        valid = (s[:, 1:] < 2.0 * knee) & (mids < far)  # s and mids grow along a ray: a prefix, as the C++ walk
         ray_idx, step_idx = valid.nonzero(as_tuple=True)
         points = o[ray_idx] + d[ray_idx] * mids[ray_idx, step_idx][:, None]
         keep = grid.occupied(points)

@@ -29,6 +29,11 @@ class _State:
     frames: int = 0
 
 
+def _moving(state: _State) -> bool:
+    """The camera moved within the last REST_SECONDS (a low-resolution frame is owed)."""
+    return time.time() - state.moved_at < REST_SECONDS
+
+
 class Progressive:
     def __init__(self, render: RenderFn, full_height: Callable[[], int]) -> None:
         self.render, self.full_height = render, full_height
@@ -45,7 +50,7 @@ class Progressive:
         state = self.states.get(client.client_id)
         if state is None or not state.dirty:
             return None
-        return LOW_HEIGHT if time.time() - state.moved_at < REST_SECONDS else self.full_height()
+        return LOW_HEIGHT if _moving(state) else self.full_height()
 
     def fits(self, budget: float, rows: int) -> bool:
         """Whether a frame of `rows` rows, at the highest cost per pixel seen so far, keeps the
@@ -83,7 +88,7 @@ class Progressive:
                 return False
         except AssertionError:  # the browser has not reported its camera yet
             return False
-        moving = time.time() - state.moved_at < REST_SECONDS
+        moving = _moving(state)
         if not moving:
             state.dirty = False  # a move during the render sets it again
         start = time.perf_counter()
@@ -109,7 +114,7 @@ class Progressive:
                 if not self.service(client):
                     state.wake.wait(timeout=0.1)
                     state.wake.clear()
-                elif time.time() - state.moved_at < REST_SECONDS:
+                elif _moving(state):
                     time.sleep(0.02)  # moving: let the camera messages in between low frames
 
         thread = threading.Thread(target=loop, daemon=True, name=f"inr-view-{client.client_id}")
