@@ -149,3 +149,15 @@ def test_mlp_falls_back_to_torch_with_one_warning_when_native_is_off():
         "print(net.backend_for(torch.device('cpu')), len([m for m in w if 'native' in str(m.message)]))\n"
     )
     assert run_without_native(code).strip() == "torch 1"
+
+
+def test_auto_takes_torch_for_wide_layers_only_without_wide_vectors(monkeypatch):
+    # with 8-float (AVX2) vectors the fused kernel loses to torch on 256-wide layers
+    from inr.networks.mlp import NATIVE_NARROW, MLP
+
+    cpu = torch.device("cpu")
+    for wide_vectors, expect_wide in ((True, "native"), (False, "torch")):
+        monkeypatch.setattr(native, "wide_vectors", lambda w=wide_vectors: w)
+        assert MLP(3, 1, hidden=NATIVE_NARROW, backend="auto").backend_for(cpu) == "native"
+        assert MLP(3, 1, hidden=2 * NATIVE_NARROW, backend="auto").backend_for(cpu) == expect_wide
+        assert MLP(3, 1, hidden=2 * NATIVE_NARROW, backend="native").backend_for(cpu) == "native"  # asked for: kept

@@ -37,6 +37,11 @@ def _cpu_signature() -> str:
     return flags[0] if flags else platform.processor()
 
 
+def wide_vectors() -> bool:
+    """Whether the kernels build with 16-float (AVX-512) vectors here; else 8-float (AVX2) ones."""
+    return "avx512f" in _cpu_signature().split()
+
+
 def build_directory() -> Path:
     digest = hashlib.sha256()
     for name in SOURCES:

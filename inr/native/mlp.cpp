@@ -8,7 +8,8 @@
 // outputs in registers while one row of weights at a time is streamed from L1.
 //
 // Layout: weights as nn.Linear holds them, (out, in), biases (out,) or none. Widths are padded to
-// multiples of 16 inside the op (zero weights and biases, so padded activations are exactly 0).
+// multiples of the vector width (16 or 8 floats) inside the op (zero weights and biases, so padded
+// activations are exactly 0).
 //
 // The backward recomputes the tile's forward (cheaper than storing every activation and reading
 // it back) and sums weight gradients per fixed chunk of rows, then adds the chunks in order: the
@@ -35,12 +36,17 @@
 
 namespace {
 
-typedef float vec __attribute__((vector_size(64)));  // 16 floats: one AVX-512 register or two AVX2 ones
-constexpr int64_t kLanes = 16;
+// One vector is one register: 16 floats with AVX-512, else 8 (AVX2). A 16-float vector on an
+// AVX2 machine (two registers each) left the register blocks spilling to memory: 5-10x slower
+// than torch's layers on an AVX2 EPYC, where 8-float vectors restore the blocking.
 #if defined(__AVX512F__)
+typedef float vec __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
 constexpr int kRows = 6;  // 6 rows x 4 vectors of accumulators + 4 weight vectors + 1 broadcast <= 32 registers
 #else
-constexpr int kRows = 3;  // 16 registers of 8 floats
+typedef float vec __attribute__((vector_size(32)));
+constexpr int64_t kLanes = 8;
+constexpr int kRows = 3;  // 3 rows x 4 vectors + 4 weight vectors + 1 broadcast: 17 of 16 registers, one reloaded
 #endif
 constexpr int64_t kTile = 48;     // rows per tile: a multiple of kRows
 constexpr int64_t kChunk = 2048;  // rows per partial weight gradient
@@ -56,7 +62,7 @@ inline int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
 enum Epilogue { kNone, kRelu, kMask };
 
-// C[R, 16 MV] = A[R, K] @ W[K, 16 MV] (+ bias), then ReLU, or times (mask > 0), or nothing.
+// C[R, kLanes MV] = A[R, K] @ W[K, kLanes MV] (+ bias), then ReLU, or times (mask > 0), or nothing.
 template <int R, int MV>
 inline void gemm_block(const float* A, int64_t lda, int64_t K, const float* W, int64_t ldw, const float* bias, float* C,
                        int64_t ldc, Epilogue epilogue, const float* mask, int64_t ldm) {
@@ -105,7 +111,7 @@ inline void gemm_rows(const float* A, int64_t lda, int64_t K, const float* W, in
   });
 }
 
-// C[n, M] = A[n, K] @ W[K, M] (+ bias) with an epilogue; M a multiple of 16, n <= kTile.
+// C[n, M] = A[n, K] @ W[K, M] (+ bias) with an epilogue; M a multiple of kLanes, n <= kTile.
 void gemm(int64_t n, const float* A, int64_t lda, int64_t K, const float* W, int64_t M, const float* bias, float* C,
           int64_t ldc, Epilogue epilogue = kNone, const float* mask = nullptr, int64_t ldm = 0) {
   int64_t r = 0;
@@ -115,7 +121,7 @@ void gemm(int64_t n, const float* A, int64_t lda, int64_t K, const float* W, int
     gemm_rows<1>(A + r * lda, lda, K, W, M, M, bias, C + r * ldc, ldc, epilogue, mask ? mask + r * ldm : nullptr, ldm);
 }
 
-// dW[KB, 16 MV] += A[n, KB]^T @ G[n, 16 MV]
+// dW[KB, kLanes MV] += A[n, KB]^T @ G[n, kLanes MV]
 template <int KB, int MV>
 inline void wgrad_block(int64_t n, const float* A, int64_t lda, const float* G, int64_t ldg, float* dW, int64_t ldw) {
   vec acc[KB][MV];

@@ -9,6 +9,12 @@ from .. import _external, native
 from .base import Network, register_network
 from .base import output_activation as make_output_activation
 
+NATIVE_NARROW = 128
+"""`backend: auto` takes the native MLP for any width where the CPU has AVX-512, and only up to
+this width where it has 8-float (AVX2) vectors: there, fwd+bwd at 2^16 rows, the native kernel
+ran 1.2-1.6x torch's compiled layers at width 64 and 0.7x at 256 (2026-12-01, an AVX2 EPYC,
+`scripts/bench_speed.py --section cpu_kernels`)."""
+
 
 @register_network("mlp")
 class MLP(Network):
@@ -41,6 +47,7 @@ class MLP(Network):
         if backend not in ("auto", "torch", "native"):
             raise ValueError(f"backend must be 'auto', 'torch' or 'native', got {backend!r}")
         self.backend = backend
+        self.hidden = hidden
         self.__dict__["_backends"] = {}  # device type -> backend, resolved on the first call there
         self.__dict__["_linears"] = [m for m in self.body if isinstance(m, nn.Linear)] + [self.head]  # not re-registered
 
@@ -48,6 +55,8 @@ class MLP(Network):
         """'native' or 'torch': what a forward pass on `device` runs."""
         if device.type != "cpu" or self.backend == "torch":
             return "torch"
+        if self.backend == "auto" and self.hidden > NATIVE_NARROW and not native.wide_vectors():
+            return "torch"  # with 8-float vectors the fused kernel loses to torch's GEMMs on wide layers
         return _external.resolve_backend(self.backend, "native", "mlp", _external.why_not(_external.native_cpu))
 
     @torch.compiler.disable  # probing may build the kernels: never inside a traced graph
