@@ -43,7 +43,7 @@ bench: setup
 # real meshes from CGAL's data set, which Debian ships in libcgal-demo (downloaded, not installed:
 # only its data archive is read): data/heldout-meshes for scripts/bench_surface.py (never trained
 # on), data/training-meshes for `inr pointcloud train --meshes` (see assets/README.md)
-HELDOUT_MESHES  := armadillo bunny00 camel cow elk fandisk diplodocus mushroom lion boeing man triceratops
+HELDOUT_MESHES  := armadillo bunny00 camel cow elk fandisk diplodocus mushroom lion boeing man triceratops b9_mesh mask_cone mech-holes-shark
 TRAINING_MESHES := bull bear pig homer hand femur dino elephant knot1 rotor turbine pinion anchor helmet cactus joint \
                    retinal couplingdown dragknob eight head mannequin-devil nefertiti blade ChineseDragon-10kv horizons \
                    three_peaks cheese

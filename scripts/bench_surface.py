@@ -6,9 +6,10 @@
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), scored by Chamfer-L1 to
   100,000 clean surface points, as output/input ratios: the network (`pointcloud denoise`), MLS
-  (`--baseline mls`) and Open3D's statistical outlier removal (`--baseline open3d`); also all
-  the network's points (`reconstruct`, ~4x as many) and a perfect denoiser (5,000 points on the
-  true surface: the floor of the ratio at this count). Every mesh.
+  (`--baseline mls`) and Open3D's statistical outlier removal (`--baseline open3d`); also
+  `reconstruct` (20,000 points: --factor 4), a perfect denoiser (5,000 points on the true
+  surface: the floor of the ratio at this count), and the network at the base voxel (no noise
+  adaptation). Every mesh.
 sdf: clean dense scans (100,000 points with the mesh's face normals) to meshes: `fit-sdf`
   (hashgrid_sdf, --budget seconds), screened Poisson (depth 8 and 9) and ball pivoting on the
   same points; Chamfer-L1 from 100,000 points sampled on each mesh to 100,000 on the truth, as
@@ -23,6 +24,7 @@ import argparse
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +80,11 @@ def scan(mesh, sigma, outliers, seed):
     return pts
 
 
+def scan_seed(name: str) -> int:
+    """The scan's seed: from the mesh's name, so a mesh gets the same scan in any subset."""
+    return 40_000 + zlib.crc32(name.encode()) % 10_000
+
+
 def cl1(points, ref):
     return compare(points, ref, 1.0)["chamfer_l1"]
 
@@ -92,28 +99,45 @@ def mesh_cl1(mesh, ref, diag):
 
 
 def reconstruct(meshes, weights=None):
-    from inr.pointcloud.mls import mls_project
-    from inr.tasks.pointcloud import network_points, statistical_outlier_baseline
-    from inr.pointcloud.voxel import even_subsample
+    """Per case and mesh: the network as the CLI runs it (noise-adaptive voxel; `denoise` keeps
+    the input's count, `reconstruct` 4x it, both evenly subsampled), the same at the base voxel
+    (the rule before the adaptive voxel: an A/B in one run), MLS, Open3D and the ideal."""
+    import torch
 
+    from inr.pointcloud.mls import mls_project
+    from inr.pointcloud.reconstruct import make_frame, voxel_scale
+    from inr.pointcloud.voxel import even_subsample
+    from inr.tasks.pointcloud import default_weights, statistical_outlier_baseline
+    from inr.tasks.pointcloud_train import load_weights
+
+    model = load_weights(Path(weights) if weights else default_weights())
     rows = []
     for case, (sigma, outliers) in CASES.items():
-        for m, (name, mesh) in enumerate(meshes.items()):
+        for name, mesh in meshes.items():
             ref = truth(mesh)
-            noisy = scan(mesh, sigma, outliers, seed=40_000 + m)
+            noisy = scan(mesh, sigma, outliers, seed=scan_seed(name))
+            x = torch.from_numpy(noisy).float()
+            diag = float(np.linalg.norm(mesh.extents))
             c_in = cl1(noisy, ref)
             t = time.perf_counter()
-            full = network_points(noisy, weights)[0]
-            net = even_subsample(full, len(noisy), 0)
+            full = model.reconstruct(x)[0].double().numpy()
+            net, rec = even_subsample(full, len(noisy), 0), even_subsample(full, 4 * len(noisy), 0)
             t_net = time.perf_counter() - t
+            base_full = model.reconstruct(x, adaptive=False)[0].double().numpy()
+            base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
+            level = model.noise_level(x)
             t = time.perf_counter()
             mls = mls_project(noisy)
             t_mls = time.perf_counter() - t
             o3d = statistical_outlier_baseline(noisy)
             ideal = truth(mesh, seed=7)[: len(noisy)]  # a perfect denoiser: as many points, on the surface
             row = {"case": case, "mesh": name, "network / input": cl1(net, ref) / c_in, "MLS / input": cl1(mls, ref) / c_in,
-                   "open3d / input": cl1(o3d, ref) / c_in, "all network points / input": cl1(full, ref) / c_in,
-                   "ideal / input": cl1(ideal, ref) / c_in, "network s": t_net, "MLS s": t_mls}
+                   "open3d / input": cl1(o3d, ref) / c_in, "reconstruct / input": cl1(rec, ref) / c_in,
+                   "ideal / input": cl1(ideal, ref) / c_in,
+                   "base voxel: network / input": cl1(even_subsample(base_full, len(noisy), 0), ref) / c_in,
+                   "base voxel: reconstruct / input": cl1(even_subsample(base_full, 4 * len(noisy), 0), ref) / c_in,
+                   "noise estimate / sigma": level * base / (sigma * diag), "voxel scale": voxel_scale(level),
+                   "network points": len(full), "network s": t_net, "MLS s": t_mls}
             row["network <= MLS"] = "yes" if row["network / input"] <= row["MLS / input"] else "NO"
             rows.append(row)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
@@ -155,14 +179,14 @@ def surfaces(meshes, budget, noisy: bool, weights=None, overrides=None):
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for m, (name, mesh) in enumerate(meshes.items()):
+        for name, mesh in meshes.items():
             if name not in SDF_MESHES:
                 continue
             ref = truth(mesh)
             diag = float(np.linalg.norm(mesh.extents))
             t = time.perf_counter()
             if noisy:
-                pts = denoise(scan(mesh, 0.01, 0.0, seed=40_000 + m), "network", weights)  # as `pointcloud mesh` does
+                pts = denoise(scan(mesh, 0.01, 0.0, seed=scan_seed(name)), "network", weights)  # as `pointcloud mesh` does
                 normals = estimate_normals(pts)
             else:
                 pts, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=5)
@@ -196,7 +220,9 @@ def main() -> None:
         rows = reconstruct(meshes, args.weights)
         save("surface_reconstruct", rows)
         print(table(rows, ["case", "mesh", "network / input", "MLS / input", "open3d / input", "network <= MLS",
-                           "all network points / input", "ideal / input", "network s", "MLS s"]))
+                           "reconstruct / input", "ideal / input", "base voxel: network / input",
+                           "base voxel: reconstruct / input", "noise estimate / sigma", "voxel scale", "network points",
+                           "network s", "MLS s"]))
     for section in ("sdf", "noisy"):
         if section in sections:
             overrides = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}

@@ -312,7 +312,7 @@ def test_reconstruction_network_overfits_one_shape():
         out["loss"].backward()
         opt.step()
     assert float(out["accuracy"]) > 0.9
-    pts, voxel = model.reconstruct(noisy)
+    pts, voxel = model.reconstruct(noisy, adaptive=False)  # the voxel it was trained at
     assert len(pts) > 0 and len(voxel) == len(pts)
     before = compare(noisy.double().numpy(), clean.double().numpy(), 0.01)["chamfer_l1"]
     after = compare(pts.double().numpy(), clean.double().numpy(), 0.01)["chamfer_l1"]
@@ -434,6 +434,48 @@ def test_shipped_weights_denoise_a_noisy_sphere(tmp_path, capsys):
     out, _ = read_cloud(tmp_path / "out.ply")
     assert len(out) == 5000
     assert compare(out, clean, 0.01)["chamfer_l1"] < 0.8 * compare(noisy, clean, 0.01)["chamfer_l1"]
+
+
+def test_plane_residuals_and_voxel_rule_known_values():
+    from inr.pointcloud.reconstruct import VOXEL_RULE, plane_residuals, voxel_scale
+
+    g = torch.linspace(-1, 1, 21)
+    plane = torch.stack(torch.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
+    plane = torch.cat([plane, torch.zeros(len(plane), 1)], 1) @ torch.linalg.qr(torch.randn(3, 3, generator=torch.Generator().manual_seed(0)))[0].T
+    normal = torch.linalg.cross(plane[1] - plane[0], plane[21] - plane[0])
+    normal = normal / normal.norm()
+    heights = torch.tensor([0.0, 0.05, -0.2, 0.3])
+    queries = plane[[100, 200, 220, 5]] + heights[:, None] * normal
+    assert torch.allclose(plane_residuals(queries, plane), heights.abs(), atol=1e-5)
+    (x0, y0), (x1, y1), (x2, y2) = VOXEL_RULE
+    assert voxel_scale(0.0) == y0 and voxel_scale(x0) == y0 and voxel_scale(10.0) == y2 == 1.0
+    assert voxel_scale((x0 + x1) / 2) == pytest.approx((y0 + y1) / 2)
+    assert voxel_scale(x1 + 0.25 * (x2 - x1)) == pytest.approx(y1 + 0.25 * (y2 - y1))
+    assert voxel_scale(float("nan")) == 1.0
+
+
+def test_shipped_weights_measure_the_noise_and_adapt_the_voxel():
+    # noise_level reads the noise back (in base voxels) within 25 % on a sphere the generator
+    # never makes; a low-noise cloud gets a finer voxel (more output points), a 2 % one the base
+    import numpy as np
+
+    from inr.pointcloud.reconstruct import make_frame, voxel_scale
+    from inr.tasks.pointcloud import default_weights
+    from inr.tasks.pointcloud_train import load_weights
+
+    model = load_weights(default_weights())
+    clean = _sphere_points(5000, seed=5)
+    diag = 2 * np.sqrt(3)
+    outputs = {}
+    for sigma in (0.005, 0.02):
+        noisy = torch.from_numpy(clean + np.random.default_rng(6).normal(scale=sigma * diag, size=clean.shape)).float()
+        base = make_frame(noisy, model.voxels_per_diagonal, float(model.max_density)).voxel
+        level = model.noise_level(noisy)
+        if sigma == 0.005:
+            assert level * base == pytest.approx(sigma * diag, rel=0.25)
+        outputs[sigma] = (voxel_scale(level), len(model.reconstruct(noisy)[0]), len(model.reconstruct(noisy, adaptive=False)[0]))
+    assert outputs[0.005][0] == 0.5 and outputs[0.005][1] > 2.5 * outputs[0.005][2]
+    assert outputs[0.02][0] == 1.0 and outputs[0.02][1] == outputs[0.02][2]
 
 
 def test_denoise_keeps_the_colours_of_the_input(tmp_path, tiny_weights):

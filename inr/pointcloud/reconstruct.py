@@ -1,11 +1,12 @@
 """The reconstruction model end to end: normalisation, voxel features, neighbours, losses.
 
 Clouds are centred on their bounding box and measured in voxels; stage 2 works in voxel units.
-In training the voxel is the bounding-box diagonal / `voxels_per_diagonal`. At inference the same
-rule holds unless it puts more input points per occupied voxel than training ever showed (a
-dense scan; the model records that density): then the voxel shrinks until the density is back
-in the trained range. Large grids
-are processed in tiles with overlapping margins (`reconstruct`).
+In training the voxel is the bounding-box diagonal / `voxels_per_diagonal`. At inference that
+base voxel holds unless it puts more input points per occupied voxel than training ever showed
+(a dense scan; the model records that density): then it shrinks until the density is back in
+the trained range. Otherwise the voxel adapts to the noise: the noise is read from a first
+pass at the base voxel (`noise_level`), and a cloud with little of it gets a second, finer
+pass (`VOXEL_RULE`). Large grids are processed in tiles with overlapping margins (`reconstruct`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Dict, NamedTuple, Optional, Tuple
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -29,6 +31,24 @@ TILE, MARGIN = 64, 16
 """Tile side and overlap margin in voxels. A tile's network sees its points up to MARGIN voxels
 beyond its own block and keeps only the voxels inside the block, so every voxel is decided
 once, by the tile that sees it with the most context."""
+
+
+VOXEL_RULE = ((0.44, 0.5), (0.58, 0.75), (0.70, 1.0))
+"""(noise in base voxels, voxel scale) knots: the voxel is the base voxel times the scale,
+interpolated linearly between the knots and held at the end ones. Calibrated on the training
+generator's shapes (never on held-out meshes) by `scripts/calibrate_voxel.py`: the finest voxel
+scores best while the noise stays within about what training showed per voxel; beyond, the
+base voxel does."""
+
+NOISE_QUERIES = 20_000
+"""At most about this many input points (every k-th) measure the noise."""
+
+
+def voxel_scale(noise_voxels: float) -> float:
+    """The voxel scale for a cloud of this noise (in base voxels; NaN -> 1)."""
+    if noise_voxels != noise_voxels:
+        return 1.0
+    return float(np.interp(noise_voxels, [x for x, _ in VOXEL_RULE], [y for _, y in VOXEL_RULE]))
 
 
 class Frame(NamedTuple):
@@ -55,6 +75,17 @@ def make_frame(points: torch.Tensor, voxels_per_diagonal: float, max_density: Op
             small, big = (mid, big) if density(points, mid) <= max_density else (small, mid)
         voxel = small
     return Frame((lo + hi) / 2, voxel)
+
+
+def plane_residuals(queries: torch.Tensor, surface: torch.Tensor, k: int = 16) -> torch.Tensor:
+    """Distance of each query point (Q, 3) to the plane fitted (least squares, PCA) to its k
+    nearest points of `surface` (M, 3): (Q,) on the queries' device."""
+    idx, _ = knn(queries, surface, k)
+    nb = surface[idx].double()
+    centre = nb.mean(1)
+    rel = nb - centre[:, None]
+    _, vectors = torch.linalg.eigh(rel.transpose(1, 2) @ rel)  # ascending: column 0 is the normal
+    return ((queries.double() - centre) * vectors[:, :, 0]).sum(-1).abs().to(queries.dtype)
 
 
 def to_voxel_units(points: torch.Tensor, frame: Frame) -> torch.Tensor:
@@ -159,19 +190,53 @@ class Reconstructor(nn.Module):
 
     @torch.no_grad()
     def reconstruct(self, noisy: torch.Tensor, threshold: float = 0.5, voxel: Optional[float] = None,
-                    tile: int = TILE, margin: int = MARGIN, progress: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+                    tile: int = TILE, margin: int = MARGIN, progress: bool = False,
+                    adaptive: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
         """(points (V * K, 3) in world units, voxel index (V * K,)) of the predicted surface.
 
-        voxel: the voxel side in world units (default: the frame rule of the module docstring).
+        voxel: the voxel side in world units. Default: the base voxel of the module docstring's
+        rule, then, with `adaptive`, the noise-adaptive voxel (`noise_level`, `VOXEL_RULE`): a
+        second pass at a finer voxel where the cloud's noise is low enough for it.
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
         progress bar on stderr when `progress` is set. `noisy` may be on any device: the model
         runs on its own, the points come back on noisy's."""
         home = noisy.device
         noisy = noisy.to(self.max_density.device)
-        if voxel is None:
-            frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
-        else:
+        if voxel is not None:
             frame = Frame((noisy.min(0).values + noisy.max(0).values) / 2, float(voxel))
+            pts = self._run(noisy, frame, threshold, tile, margin, progress)
+        else:
+            frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
+            pts = self._run(noisy, frame, threshold, tile, margin, progress)
+            # adapt only where the diagonal rule set the voxel (the calibrated regime); a dense
+            # scan's voxel has already shrunk for its density
+            dense = frame.voxel < float((noisy.max(0).values - noisy.min(0).values).norm()) / self.voxels_per_diagonal
+            scale = voxel_scale(self._noise_of(noisy, pts, frame.voxel)) if adaptive and len(pts) and not dense else 1.0
+            if scale < 1.0:
+                pts = self._run(noisy, Frame(frame.centre, frame.voxel * scale), threshold, tile, margin, progress)
+        voxel_index = torch.arange(len(pts) // self.cfg.points_per_voxel, device=home).repeat_interleave(self.cfg.points_per_voxel)
+        return pts.to(home), voxel_index
+
+    @torch.no_grad()
+    def noise_level(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> float:
+        """The cloud's noise in voxels of side `voxel` (default: the base voxel): the median
+        distance of its points to the planes of the network's output at that voxel, / 0.6745
+        (a Gaussian's sigma from the median of its absolute value)."""
+        noisy = noisy.to(self.max_density.device)
+        frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
+        if voxel is not None:
+            frame = Frame(frame.centre, float(voxel))
+        return self._noise_of(noisy, self._run(noisy, frame, 0.5, TILE, MARGIN, False), frame.voxel)
+
+    @staticmethod
+    def _noise_of(noisy: torch.Tensor, surface: torch.Tensor, voxel: float) -> float:
+        if len(surface) == 0:
+            return float("nan")
+        queries = noisy[:: max(1, len(noisy) // NOISE_QUERIES)]  # a median needs no more
+        return float(plane_residuals(queries, surface).median()) / 0.6745 / voxel
+
+    def _run(self, noisy: torch.Tensor, frame: Frame, threshold: float, tile: int, margin: int, progress: bool) -> torch.Tensor:
+        """Both stages on the cloud in `frame`, tile by tile: (V * K, 3) world points."""
         u = to_voxel_units(noisy, frame)
         ijk = torch.floor(u).long()
         lo = ijk.min(0).values - 1  # candidates reach one voxel beyond the points
@@ -193,8 +258,7 @@ class Reconstructor(nn.Module):
             if len(rows):
                 chunks.append(self._points(x, out, rows, u_t).reshape(-1, 3))
         pts = torch.cat(chunks) if chunks else u.new_zeros(0, 3)
-        voxel_index = torch.arange(len(pts) // self.cfg.points_per_voxel, device=home).repeat_interleave(self.cfg.points_per_voxel)
-        return from_voxel_units(pts, frame).to(home), voxel_index
+        return from_voxel_units(pts, frame)
 
     @staticmethod
     def _tile_starts(ijk: torch.Tensor, lo: torch.Tensor, tile: int) -> list:

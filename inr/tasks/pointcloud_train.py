@@ -156,7 +156,7 @@ def chamfer_ratio(model: Reconstructor, pairs) -> float:
 
     ratios = []
     for noisy, clean in pairs:
-        pts, _ = model.reconstruct(torch.from_numpy(noisy).float())  # on the model's device, back on the CPU
+        pts, _ = model.reconstruct(torch.from_numpy(noisy).float(), adaptive=False)  # the training frame; on the model's device, back on the CPU
         if len(pts) == 0:
             ratios.append(float("inf"))
             continue
