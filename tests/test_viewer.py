@@ -267,8 +267,9 @@ def test_sdf_viewer_shows_the_level_set_and_the_slice(tmp_path):
 
 
 def test_the_live_time_cap_is_not_overshot_by_a_frame(monkeypatch):
-    """The live viewer starts a frame only if it fits in its budget at the highest cost per pixel
-    seen so far: the frame that would cross the cap is not started, a cheaper one still is."""
+    """The live viewer starts a frame only if it fits in its budget at the latest frame's cost
+    per pixel: the first frame is a low-resolution probe (its cost is unknown), a full frame
+    that would cross the cap is not started, and a cheaper one still is."""
     from types import SimpleNamespace
 
     from inr.viewer import progressive as prog_mod
@@ -286,11 +287,13 @@ def test_the_live_time_cap_is_not_overshot_by_a_frame(monkeypatch):
                              scene=SimpleNamespace(set_background_image=lambda *a, **k: None))
     prog.attach(client)
     monkeypatch.setattr(time, "perf_counter", lambda: clock["t"])  # frame durations as scripted
-    assert prog.next_rows(client) == 80 and prog.fits(0.0, 80)  # nothing rendered yet
+    low = prog_mod.LOW_HEIGHT
+    assert prog.next_rows(client) == low and prog.fits(0.0, low)  # nothing rendered yet: a probe
     assert prog.service(client) and abs(prog.render_seconds - 0.32) < 1e-9
-    assert prog.next_rows(client) is None  # nothing owed until the camera moves
+    assert prog.next_rows(client) == 80  # the probe did not pay the full frame that is owed
+    expected = 0.32 * (80 / low) ** 2  # the probe's cost per pixel at 80 rows
+    assert not prog.fits(0.32 + expected - 1e-6, 80) and prog.fits(0.32 + expected + 1e-6, 80)
+    assert prog.service(client, 80) and abs(prog.render_seconds - 0.37) < 1e-9
+    assert prog.next_rows(client) is None  # paid: nothing owed until the camera moves
     prog.refresh()
-    assert not prog.fits(0.6, 80) and prog.fits(0.64, 80)  # 0.32 spent + 0.32 expected
-    low = prog_mod.LOW_HEIGHT  # a low frame is expected to cost 0.32 x (72/80)^2
-    assert prog.fits(0.32 + 0.32 * (low / 80) ** 2 + 1e-9, low)
-    assert prog.service(client) and abs(prog.render_seconds - 0.37) < 1e-9
+    assert prog.fits(0.37 + 0.05 + 1e-6, 80) and not prog.fits(0.37 + 0.05 - 1e-6, 80)  # the latest frame's cost

@@ -11,6 +11,8 @@ import time
 
 import lightning as L
 
+from .progressive import LOW_HEIGHT
+
 REFRESH_SECONDS = 2.0  # a resting browser gets a new full frame this often: the field changes
 
 
@@ -53,9 +55,13 @@ class LiveViewer(L.Callback):
         budget = self.cap * (now - self._t0)
         for client in list(self.viewer.server.get_clients().values()):
             rows = nerf.progressive.next_rows(client)
-            if rows is not None and not nerf.progressive.fits(budget, rows):
-                continue  # another browser may be owed a cheaper (low-resolution) frame
-            nerf.progressive.service(client)
+            if rows is None:
+                continue
+            if not nerf.progressive.fits(budget, rows):
+                if rows <= LOW_HEIGHT or not nerf.progressive.fits(budget, LOW_HEIGHT):
+                    continue  # another browser may be owed a cheaper frame
+                rows = LOW_HEIGHT  # a full frame does not fit, a low one does: the change still shows
+            nerf.progressive.service(client, rows)
 
     def record(self, step: int, seconds: float, value: float) -> None:
         self.curve_text = f"; test PSNR {value:.2f} dB at step {step} ({seconds:.0f} s)"

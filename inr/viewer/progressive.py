@@ -40,8 +40,9 @@ class Progressive:
         self.states: Dict[int, _State] = {}
         self.render_seconds = 0.0
         self.cost_per_row2 = 0.0
-        """The most seconds per row^2 of any frame so far: a time cap expects a frame of R rows
-        to cost this x R^2 (pixels grow as rows^2 at a fixed aspect)."""
+        """Seconds per row^2 of the latest frame: a time cap expects a frame of R rows to cost
+        this x R^2 (pixels grow as rows^2 at a fixed aspect). The latest, not the most: a one-off
+        slow frame (the first, while things warm up) must not bar every later one."""
         self.frames = 0
         self.last_image: Optional[np.ndarray] = None
 
@@ -50,10 +51,11 @@ class Progressive:
         state = self.states.get(client.client_id)
         if state is None or not state.dirty:
             return None
-        return LOW_HEIGHT if _moving(state) else self.full_height()
+        rows = LOW_HEIGHT if _moving(state) else self.full_height()
+        return rows if self.frames else min(rows, LOW_HEIGHT)  # the first frame probes the unknown cost
 
     def fits(self, budget: float, rows: int) -> bool:
-        """Whether a frame of `rows` rows, at the highest cost per pixel seen so far, keeps the
+        """Whether a frame of `rows` rows, at the latest frame's cost per pixel, keeps the
         rendering time within `budget` seconds (a time cap that the frame crossing it does
         not overshoot)."""
         return self.render_seconds + self.cost_per_row2 * rows * rows <= budget
@@ -78,8 +80,9 @@ class Progressive:
             state.dirty = True
             state.wake.set()
 
-    def service(self, client) -> bool:
-        """Render one frame for `client` if it is owed one; True when a frame was sent."""
+    def service(self, client, rows: Optional[int] = None) -> bool:
+        """Render one frame for `client` if it is owed one, of `rows` rows (default: `next_rows`);
+        True when a frame was sent. Only a full frame of a resting camera pays what is owed."""
         state = self.states.get(client.client_id)
         if state is None or not state.dirty:
             return False
@@ -88,17 +91,16 @@ class Progressive:
                 return False
         except AssertionError:  # the browser has not reported its camera yet
             return False
-        moving = _moving(state)
-        if not moving:
+        rows = rows or self.next_rows(client)
+        if not _moving(state) and rows >= self.full_height():
             state.dirty = False  # a move during the render sets it again
         start = time.perf_counter()
-        rows = LOW_HEIGHT if moving else self.full_height()
         image, depth = self.render(client.camera, rows)
         client.scene.set_background_image(image, format="jpeg", jpeg_quality=90, depth=depth)
         self.last_image = image
         took = time.perf_counter() - start
         self.render_seconds += took
-        self.cost_per_row2 = max(self.cost_per_row2, took / max(rows, 1) ** 2)
+        self.cost_per_row2 = took / max(rows, 1) ** 2
         state.frames += 1
         self.frames += 1
         return True
