@@ -4,7 +4,7 @@ on the training generator's shapes (never on the held-out meshes).
     .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--out calibration.json] [--records calibration.json]
 
 For synthetic shapes at known noise levels and point counts it records (1) the noise residual
-measured at the base voxel (`noise_residual`: the median distance of the input points to the
+measured at the base voxel (`Reconstructor.noise_level`: the median distance of the input points to the
 planes of the network's output, in base voxels) and (2) the output/input Chamfer-L1 of the
 network's points (4x the input's count, evenly subsampled) at several voxel scales. It then fits
 the rule's knots (the residuals where the scale is 0.5, 0.75 and 1; linear between, held beyond)
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import table  # noqa: E402
 
 from inr.pointcloud.metrics import compare  # noqa: E402
-from inr.pointcloud.reconstruct import VOXEL_RULE, make_frame  # noqa: E402
+from inr.pointcloud.reconstruct import VOXEL_RULE, make_frame, voxel_scale  # noqa: E402
 from inr.pointcloud.shapes import Corruption, corrupt, sample_surface  # noqa: E402
 from inr.pointcloud.voxel import even_subsample  # noqa: E402
 from inr.presets import PointCloudTrainConfig  # noqa: E402
@@ -46,7 +46,7 @@ def score_at(record, scale: float) -> float:
 
 
 def rule_scale(knots, residual: float) -> float:
-    return float(np.interp(residual, knots, (0.5, 0.75, 1.0)))
+    return voxel_scale(residual, tuple(zip(knots, (0.5, 0.75, 1.0))))
 
 
 def mean_score(records, knots) -> float:

@@ -44,11 +44,11 @@ NOISE_QUERIES = 20_000
 """At most about this many input points (every k-th) measure the noise."""
 
 
-def voxel_scale(noise_voxels: float) -> float:
-    """The voxel scale for a cloud of this noise (in base voxels; NaN -> 1)."""
+def voxel_scale(noise_voxels: float, rule=VOXEL_RULE) -> float:
+    """The voxel scale for a cloud of this noise (in base voxels; NaN -> 1) under `rule`'s knots."""
     if noise_voxels != noise_voxels:
         return 1.0
-    return float(np.interp(noise_voxels, [x for x, _ in VOXEL_RULE], [y for _, y in VOXEL_RULE]))
+    return float(np.interp(noise_voxels, [x for x, _ in rule], [y for _, y in rule]))
 
 
 class Frame(NamedTuple):
