@@ -297,3 +297,42 @@ def test_the_live_time_cap_is_not_overshot_by_a_frame(monkeypatch):
     assert prog.next_rows(client) is None  # paid: nothing owed until the camera moves
     prog.refresh()
     assert prog.fits(0.37 + 0.05 + 1e-6, 80) and not prog.fits(0.37 + 0.05 - 1e-6, 80)  # the latest frame's cost
+
+
+def test_the_live_cap_is_a_share_of_this_runs_training_time():
+    """The live viewer's render budget is `cap` x the training seconds of this process as the
+    run's clock counts them: evaluation pauses and the seconds of the run it resumed do not
+    count. Here 15 s since training started, 5 s of them evaluating, 100 s before a resume: a
+    budget of 0.07 x 10 s = 0.7 s; 0.6 s rendered, a 0.05-s frame fits; 0.68 s rendered, it does not."""
+    from types import SimpleNamespace
+
+    from inr.tasks.callbacks import RunMonitor
+    from inr.viewer.live import LiveViewer
+    from inr.viewer.progressive import Progressive
+
+    monitor = RunMonitor(lambda module: 0.0, every=10**9, time_budget=None)
+    monitor.history = [[0, 0.0, 0.0]]  # no first evaluation at on_train_start
+    live = LiveViewer(scene=None, background=1.0, cap=0.07)
+    trainer = SimpleNamespace(callbacks=[monitor], global_step=5, callback_metrics={})
+    monitor.on_train_start(trainer, None)
+    live.on_train_start(trainer, None)
+    monitor.before, monitor._paused, monitor._t0 = 100.0, 5.0, time.perf_counter() - 15.0
+
+    sent = []
+    prog = Progressive(lambda camera, rows: (np.zeros((rows, rows, 3), np.uint8), None), lambda: 80)
+    client = SimpleNamespace(client_id=1, camera=SimpleNamespace(image_height=80, on_update=lambda f: None),
+                             scene=SimpleNamespace(set_background_image=lambda *a, **k: sent.append(a)))
+    prog.attach(client)
+    prog.frames, prog.render_seconds, prog.cost_per_row2 = 3, 0.6, 0.05 / 80**2
+    live.viewer = SimpleNamespace(content=SimpleNamespace(progressive=prog, status=SimpleNamespace(content="")),
+                                  server=SimpleNamespace(get_clients=lambda: {1: client}))
+    live._last_refresh = time.perf_counter()  # no periodic refresh within the test
+    live.on_train_batch_end(trainer, None, None, None, 0)
+    assert len(sent) == 1, "a frame that fits the budget was not sent"
+    # 0.68 + 0.05 > 0.7, and a 72-row frame (0.0405 s) does not fit either; with the wall time
+    # (budget 1.05 s) or the resumed run's seconds counted, both would
+    prog.render_seconds, prog.cost_per_row2 = 0.68, 0.05 / 80**2
+    prog.refresh()
+    live.on_train_batch_end(trainer, None, None, None, 1)
+    assert len(sent) == 1, "a frame beyond the budget was sent"
+    assert live.seconds > 0
