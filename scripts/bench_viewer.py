@@ -126,7 +126,6 @@ def protocol_client(url: str, proc: subprocess.Popen, stats: dict) -> None:
             except Exception:  # the run ended and its server closed the connection
                 break
             if frame is not None:
-                stats["bytes"] = stats.get("bytes", 0) + len(frame)
                 for message in decoded(frame):
                     key = keys.get(message.get("type"))
                     if key is not None:
@@ -150,11 +149,13 @@ def chromium_cpu_seconds() -> float:
     total = 0
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if "chrom" in Path(f"/proc/{pid}/comm").read_text():
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])  # utime, stime
-        except OSError:  # gone meanwhile
-            pass
+            comm = Path(f"/proc/{pid}/comm").read_text()
+            stat = Path(f"/proc/{pid}/stat").read_text() if "chrom" in comm else ""
+        except OSError:  # the process ended meanwhile: its time is not counted
+            continue
+        if stat:
+            fields = stat.rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / os.sysconf("SC_CLK_TCK")
 
 

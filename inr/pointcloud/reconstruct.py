@@ -204,10 +204,10 @@ class Reconstructor(nn.Module):
         noisy = noisy.to(self.max_density.device)
         if voxel is not None:
             frame = Frame((noisy.min(0).values + noisy.max(0).values) / 2, float(voxel))
-            pts = self._run(noisy, frame, threshold, tile, margin, progress)
         else:
             frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
-            pts = self._run(noisy, frame, threshold, tile, margin, progress)
+        pts = self._run(noisy, frame, threshold, tile, margin, progress)
+        if voxel is None:
             # adapt only where the diagonal rule set the voxel (the calibrated regime); a dense
             # scan's voxel has already shrunk for its density
             dense = frame.voxel < float((noisy.max(0).values - noisy.min(0).values).norm()) / self.voxels_per_diagonal
