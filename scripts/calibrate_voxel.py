@@ -4,8 +4,8 @@ on the training generator's shapes (never on the held-out meshes).
     .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--out calibration.json] [--records calibration.json]
 
 For synthetic shapes at known noise levels and point counts it records (1) the noise residual
-measured at the base voxel (`Reconstructor.noise_level`: the median distance of the input points to the
-planes of the network's output, in base voxels) and (2) the output/input Chamfer-L1 of the
+(`Reconstructor.noise_level`: the median distance of the input points to the planes of the
+network's output at a coarser voxel, in base voxels) and (2) the output/input Chamfer-L1 of the
 network's points (4x the input's count, evenly subsampled) at several voxel scales. It then fits
 the rule's knots (the residuals where the scale is 0.5, 0.75 and 1; linear between, held beyond)
 by a grid search for the lowest mean score over all records (a score between two tried scales
@@ -34,7 +34,7 @@ from inr.presets import PointCloudTrainConfig  # noqa: E402
 from inr.tasks.pointcloud import default_weights  # noqa: E402
 from inr.tasks.pointcloud_train import ShapeStream, load_weights  # noqa: E402
 
-SIGMAS = (0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02)
+SIGMAS = (0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.025)
 COUNTS = (2500, 5000, 10000)
 SCALES = (0.5, 0.625, 0.75, 0.875, 1.0)
 
@@ -54,7 +54,7 @@ def mean_score(records, knots) -> float:
 
 
 def fit(records):
-    grid = np.round(np.arange(0.20, 1.01, 0.02), 2)
+    grid = np.round(np.arange(0.20, 1.31, 0.02), 2)
     best = None
     for i, x0 in enumerate(grid):
         for j, x1 in enumerate(grid[i + 1:], i + 1):

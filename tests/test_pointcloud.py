@@ -455,8 +455,9 @@ def test_plane_residuals_and_voxel_rule_known_values():
 
 
 def test_shipped_weights_measure_the_noise_and_adapt_the_voxel():
-    # noise_level reads the noise back (in base voxels) within 25 % on a sphere the generator
-    # never makes; a low-noise cloud gets a finer voxel (more output points), a 2 % one the base
+    # noise_level reads the noise back (in base voxels) within 15 % on a sphere the generator
+    # never makes, at 0.5 % and at 2 % (the base-voxel reading read 2 % as ~0.7 of it); a
+    # low-noise cloud gets a finer voxel (more output points), a 2 % one the base
     import numpy as np
 
     from inr.pointcloud.reconstruct import make_frame, voxel_scale
@@ -471,8 +472,7 @@ def test_shipped_weights_measure_the_noise_and_adapt_the_voxel():
         noisy = torch.from_numpy(clean + np.random.default_rng(6).normal(scale=sigma * diag, size=clean.shape)).float()
         base = make_frame(noisy, model.voxels_per_diagonal, float(model.max_density)).voxel
         level = model.noise_level(noisy)
-        if sigma == 0.005:
-            assert level * base == pytest.approx(sigma * diag, rel=0.25)
+        assert level * base == pytest.approx(sigma * diag, rel=0.15)
         outputs[sigma] = (voxel_scale(level), len(model.reconstruct(noisy)[0]), len(model.reconstruct(noisy, adaptive=False)[0]))
     assert outputs[0.005][0] == 0.5 and outputs[0.005][1] > 2.5 * outputs[0.005][2]
     assert outputs[0.02][0] == 1.0 and outputs[0.02][1] == outputs[0.02][2]

@@ -4,9 +4,9 @@ Clouds are centred on their bounding box and measured in voxels; stage 2 works i
 In training the voxel is the bounding-box diagonal / `voxels_per_diagonal`. At inference that
 base voxel holds unless it puts more input points per occupied voxel than training ever showed
 (a dense scan; the model records that density): then it shrinks until the density is back in
-the trained range. Otherwise the voxel adapts to the noise: the noise is read from a first
-pass at the base voxel (`noise_level`), and a cloud with little of it gets a second, finer
-pass (`VOXEL_RULE`). Large grids are processed in tiles with overlapping margins (`reconstruct`).
+the trained range. Otherwise the voxel adapts to the noise: the noise is read from a first,
+coarse pass (`noise_level`), and the cloud is then reconstructed once at the voxel the noise
+asks for (`VOXEL_RULE`: finer for less noise). Large grids are processed in tiles with overlapping margins (`reconstruct`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ beyond its own block and keeps only the voxels inside the block, so every voxel 
 once, by the tile that sees it with the most context."""
 
 
-VOXEL_RULE = ((0.44, 0.5), (0.58, 0.75), (0.70, 1.0))
+VOXEL_RULE = ((0.36, 0.5), (0.78, 0.75), (0.88, 1.0))
 """(noise in base voxels, voxel scale) knots: the voxel is the base voxel times the scale,
 interpolated linearly between the knots and held at the end ones. Calibrated on the training
 generator's shapes (never on held-out meshes) by `scripts/calibrate_voxel.py`: the finest voxel
@@ -42,6 +42,13 @@ base voxel does."""
 
 NOISE_QUERIES = 20_000
 """At most about this many input points (every k-th) measure the noise."""
+
+NOISE_VOXEL, NOISE_NEIGHBOURS = 1.5, 64
+"""The noise is read against the network's output at NOISE_VOXEL base voxels, from planes
+fitted to NOISE_NEIGHBOURS output points. At the base voxel and 16 neighbours the reading
+saturated (σ of 0.015 and 0.02 of the diagonal read alike, 0.025 read lower): there the output
+follows part of the noise. On the training generator's shapes (2,500-10,000 points, 2 %
+outliers) this reading rises with the noise through σ = 0.025."""
 
 
 def voxel_scale(noise_voxels: float, rule=VOXEL_RULE) -> float:
@@ -195,8 +202,8 @@ class Reconstructor(nn.Module):
         """(points (V * K, 3) in world units, voxel index (V * K,)) of the predicted surface.
 
         voxel: the voxel side in world units. Default: the base voxel of the module docstring's
-        rule, then, with `adaptive`, the noise-adaptive voxel (`noise_level`, `VOXEL_RULE`): a
-        second pass at a finer voxel where the cloud's noise is low enough for it.
+        rule, then, with `adaptive`, the noise-adaptive voxel (`noise_level`, `VOXEL_RULE`):
+        finer where the cloud's noise, read from a coarse pass first, is low enough for it.
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
         progress bar on stderr when `progress` is set. `noisy` may be on any device: the model
         runs on its own, the points come back on noisy's."""
@@ -206,34 +213,30 @@ class Reconstructor(nn.Module):
             frame = Frame((noisy.min(0).values + noisy.max(0).values) / 2, float(voxel))
         else:
             frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
+        # adapt only where the diagonal rule set the voxel (the calibrated regime); a dense
+        # scan's voxel has already shrunk for its density
+        dense = frame.voxel < float((noisy.max(0).values - noisy.min(0).values).norm()) / self.voxels_per_diagonal
+        if voxel is None and adaptive and not dense:
+            frame = Frame(frame.centre, frame.voxel * voxel_scale(self._noise_at(noisy, frame)))
         pts = self._run(noisy, frame, threshold, tile, margin, progress)
-        if voxel is None:
-            # adapt only where the diagonal rule set the voxel (the calibrated regime); a dense
-            # scan's voxel has already shrunk for its density
-            dense = frame.voxel < float((noisy.max(0).values - noisy.min(0).values).norm()) / self.voxels_per_diagonal
-            scale = voxel_scale(self._noise_of(noisy, pts, frame.voxel)) if adaptive and len(pts) and not dense else 1.0
-            if scale < 1.0:
-                pts = self._run(noisy, Frame(frame.centre, frame.voxel * scale), threshold, tile, margin, progress)
         voxel_index = torch.arange(len(pts) // self.cfg.points_per_voxel, device=home).repeat_interleave(self.cfg.points_per_voxel)
         return pts.to(home), voxel_index
 
     @torch.no_grad()
     def noise_level(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> float:
         """The cloud's noise in voxels of side `voxel` (default: the base voxel): the median
-        distance of its points to the planes of the network's output at that voxel, / 0.6745
-        (a Gaussian's sigma from the median of its absolute value)."""
+        distance of its points to the planes of the network's output at NOISE_VOXEL times that
+        voxel, / 0.6745 (a Gaussian's sigma from the median of its absolute value)."""
         noisy = noisy.to(self.max_density.device)
         frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
-        if voxel is not None:
-            frame = Frame(frame.centre, float(voxel))
-        return self._noise_of(noisy, self._run(noisy, frame, 0.5, TILE, MARGIN, False), frame.voxel)
+        return self._noise_at(noisy, frame if voxel is None else Frame(frame.centre, float(voxel)))
 
-    @staticmethod
-    def _noise_of(noisy: torch.Tensor, surface: torch.Tensor, voxel: float) -> float:
+    def _noise_at(self, noisy: torch.Tensor, frame: Frame) -> float:
+        surface = self._run(noisy, Frame(frame.centre, frame.voxel * NOISE_VOXEL), 0.5, TILE, MARGIN, False)
         if len(surface) == 0:
             return float("nan")
         queries = noisy[:: max(1, len(noisy) // NOISE_QUERIES)]  # a median needs no more
-        return float(plane_residuals(queries, surface).median()) / 0.6745 / voxel
+        return float(plane_residuals(queries, surface, NOISE_NEIGHBOURS).median()) / 0.6745 / frame.voxel
 
     def _run(self, noisy: torch.Tensor, frame: Frame, threshold: float, tile: int, margin: int, progress: bool) -> torch.Tensor:
         """Both stages on the cloud in `frame`, tile by tile: (V * K, 3) world points."""
