@@ -6,7 +6,8 @@ base voxel holds unless it puts more input points per occupied voxel than traini
 (a dense scan; the model records that density): then it shrinks until the density is back in
 the trained range. Otherwise the voxel adapts to the noise: the noise is read from a first,
 coarse pass (`noise_level`), and the cloud is then reconstructed once at the voxel the noise
-asks for (`VOXEL_RULE`: finer for less noise). Large grids are processed in tiles with overlapping margins (`reconstruct`).
+asks for (`VOXEL_RULE`: finer for less noise). Large grids are processed in tiles with
+overlapping margins (`reconstruct`).
 """
 
 from __future__ import annotations
