@@ -241,7 +241,9 @@ def test_sdf_viewer_shows_the_level_set_and_the_slice(tmp_path):
     out = tmp_path / "run"
     assert main(["fit-sdf", str(_torus_mesh(tmp_path / "t.obj")), "--steps", "150", "--out", str(out), "--no-progress",
                  "--mesh-points", "20000", "--set", "train.mesh_resolution=64", "--set", "field.encoding_options.n_levels=8",
-                 "--set", "field.encoding_options.max_resolution=128", "--set", "field.encoding_options.log2_table=15"]) == 0
+                 "--set", "field.encoding_options.max_resolution=128", "--set", "field.encoding_options.log2_table=15",
+                 # this test is about the viewer: its small field keeps the sign weight it was written with
+                 "--set", "train.w_sign=3000"]) == 0
     viewer = Viewer(content_for([out]), port=free_port())
     try:
         sdf = viewer.content
