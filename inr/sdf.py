@@ -106,7 +106,7 @@ def sdf_loss_terms(f_surface: torch.Tensor, g_surface: torch.Tensor, normals: to
 
 
 def winding_numbers(queries: np.ndarray, points: np.ndarray, normals: np.ndarray, k: int = 8, max_points: int = 3000,
-                    chunk: int = 8192, tree=None) -> np.ndarray:
+                    chunk: int = 512, tree=None) -> np.ndarray:
     """Generalised winding numbers of an oriented point cloud at `queries` (Barill et al. 2018's
     point form): w(q) = sum_i a_i n_i . (p_i - q) / (4 pi |p_i - q|^3), with the area a_i of
     each point pi r_k^2 / k from its k-th neighbour distance r_k. w ~ 1 inside a closed surface
@@ -116,7 +116,7 @@ def winding_numbers(queries: np.ndarray, points: np.ndarray, normals: np.ndarray
     from scipy.spatial import cKDTree
 
     tree = cKDTree(points) if tree is None else tree
-    r = tree.query(points, k=min(k + 1, len(points)))[0][:, -1]
+    r = tree.query(points, k=min(k + 1, len(points)), workers=-1)[0][:, -1]
     area = np.pi * r**2 / k
     if len(points) > max_points:
         keep = np.random.default_rng(0).choice(len(points), max_points, replace=False)
@@ -126,12 +126,32 @@ def winding_numbers(queries: np.ndarray, points: np.ndarray, normals: np.ndarray
     np_ = (P * N).sum(1)  # a_i n_i . p_i
     p2 = (P * P).sum(1)
     out = []
-    for start in range(0, len(queries), chunk):
+    for start in range(0, len(queries), chunk):  # small chunks, in-place: 6x faster than 8192 and pow(-1.5)
         Q = torch.from_numpy(np.ascontiguousarray(queries[start : start + chunk], np.float32))
-        d2 = ((Q * Q).sum(1)[:, None] + p2[None] - 2 * Q @ P.T).clamp_min(1e-8)
-        num = np_[None] - Q @ N.T  # a_i n_i . (p_i - q)
-        out.append((num * d2.pow(-1.5)).sum(1) / (4 * np.pi))
+        inv = torch.addmm(p2[None], Q, P.T, alpha=-2).add_((Q * Q).sum(1)[:, None]).clamp_min_(1e-8).rsqrt_()
+        num = torch.addmm(np_[None], Q, N.T, alpha=-1)  # a_i n_i . (p_i - q)
+        out.append(num.mul_(inv).mul_(inv).mul_(inv).sum(1) / (4 * np.pi))
     return torch.cat(out).numpy() if out else np.zeros(0, np.float32)
+
+
+FAR = 0.1  # side_lattice: beyond this distance from the points, nearest points come from a subset
+
+
+def _nearest(tree, points: np.ndarray, q: np.ndarray, k: int, bound: float, subset: int = 4096):
+    """(dist, idx), each (len(q), k): the k nearest points to each query within `bound`, exact;
+    for a query with fewer than k points within `bound`, its k nearest among a fixed random
+    subset of `subset` points instead (a k-d tree query far from a dense cloud visits most of
+    it: 6.5 s for a 64^3 lattice around 100,000 points, against 0.8 s this way)."""
+    from scipy.spatial import cKDTree
+
+    dist, idx = tree.query(q, k=k, distance_upper_bound=bound, workers=-1)
+    dist, idx = dist.reshape(len(q), k), idx.reshape(len(q), k)
+    far = ~np.isfinite(dist[:, -1])
+    if far.any():
+        keep = np.random.default_rng(0).choice(len(points), subset, replace=False) if len(points) > subset else np.arange(len(points))
+        d, i = cKDTree(points[keep]).query(q[far], k=k, workers=-1)
+        dist[far], idx[far] = d.reshape(-1, k), keep[i.reshape(-1, k)]
+    return dist, idx
 
 
 def side_lattice(points: np.ndarray, normals: np.ndarray, margin: float, resolution: int = 64,
@@ -140,7 +160,8 @@ def side_lattice(points: np.ndarray, normals: np.ndarray, margin: float, resolut
     -1 inside, 0 unknown. Where the generalised winding number (`winding_numbers`) is clear, it
     decides (< winding[0]: outside, > winding[1]: inside); elsewhere (open surfaces, holes) the
     point's side of its nearest surface point's tangent plane ((q - p) . n > 0: outside; with
-    votes > 1 the majority over that many nearest points, a tie is 0). +1 beyond the points'
+    votes > 1 the majority over that many nearest points, a tie is 0; beyond FAR of the points,
+    nearest among a subset). +1 beyond the points'
     bounding box grown by 2 x margin; 0 within margin + half a cell diagonal of the surface
     (there noise in points and normals, and the lookup's rounding, make the side unreliable).
     Computed once; `lookup_side` then costs an index per query. winding=None: nearest points
@@ -151,8 +172,7 @@ def side_lattice(points: np.ndarray, normals: np.ndarray, margin: float, resolut
     q = np.stack(np.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
     k = min(votes, len(points))
     tree = cKDTree(points)
-    dist, idx = tree.query(q, k=k, workers=-1)
-    dist, idx = dist.reshape(len(q), k), idx.reshape(len(q), k)
+    dist, idx = _nearest(tree, points, q, k, bound=max(FAR, 2 * (margin + 3**0.5 / (resolution - 1))))
     side = np.sign(np.sum(np.sign(np.sum((q[:, None] - points[idx]) * normals[idx], axis=2)), axis=1))
     near = dist[:, 0] < margin + 3**0.5 / (resolution - 1)
     beyond = ((q < points.min(0) - 2 * margin) | (q > points.max(0) + 2 * margin)).any(1)

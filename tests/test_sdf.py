@@ -63,6 +63,27 @@ def test_side_lattice_knows_inside_outside_and_stays_silent_near_the_surface():
     assert lookup_side(sides, q).tolist() == [-1.0, 1.0, 0.0, -1.0, 1.0]
 
 
+def test_nearest_is_exact_within_the_bound_and_from_the_subset_beyond():
+    from scipy.spatial import cKDTree
+
+    from inr.sdf import _nearest
+
+    rng = np.random.default_rng(1)
+    points = rng.uniform(-0.5, 0.5, (10000, 3))
+    q = rng.uniform(-1, 1, (3000, 3))
+    tree = cKDTree(points)
+    exact_d, exact_i = tree.query(q, k=3)
+    dist, idx = _nearest(tree, points, q, 3, bound=0.1, subset=500)
+    within = exact_d[:, -1] <= 0.1
+    assert within.sum() > 400 and (~within).sum() > 1000
+    np.testing.assert_array_equal(idx[within], exact_i[within])
+    # beyond: true distances to the points it names, no nearer than the exact ones, from 500 points
+    far_d, far_i = dist[~within], idx[~within]
+    np.testing.assert_allclose(far_d, np.linalg.norm(q[~within][:, None] - points[far_i], axis=2), rtol=1e-6)
+    assert (far_d >= exact_d[~within] - 1e-12).all() and len(np.unique(far_i)) <= 500
+    assert (far_d > exact_d[~within] + 1e-9).any()  # a subset, not the whole cloud
+
+
 def test_winding_numbers_and_a_flipped_patch_of_normals():
     from inr.sdf import winding_numbers
 
@@ -108,6 +129,22 @@ def test_sparse_lattice_gives_the_dense_mesh_of_a_sphere(resolution):
     assert mesh.is_watertight and mesh.volume > 0  # closed, normals outwards
     assert mesh.volume == pytest.approx(4 / 3 * np.pi * 0.5013**3, rel=0.01)
     assert np.abs(np.linalg.norm(v1, axis=1) - 0.5013).max() < 2.0 / res
+
+
+def test_sparse_lattice_keeps_a_plate_thinner_than_its_coarse_cells():
+    # a plate 0.02 thick (the coarsest level's cells are 0.0625): the levels must not lose it
+    half = torch.tensor([0.7, 0.01, 0.5])
+
+    def plate(x):  # the exact distance to a box
+        q = x.abs() - half
+        return q.clamp_min(0).norm(dim=-1) + q.amax(-1).clamp_max(0)
+
+    values, mask = sdf_lattice(plate, 129, show_progress=False)
+    assert mask.float().mean() < 0.2
+    dense = plate(lattice_points(torch.tensor([-1.0, -1, -1, 1, 1, 1]), 129)).view(129, 129, 129)
+    v1, f1 = zero_level_mesh(values, mask)
+    v2, f2 = zero_level_mesh(dense)
+    assert len(f1) > 1000 and np.array_equal(f1, f2) and np.allclose(v1, v2, atol=1e-6)
 
 
 def test_zero_level_mesh_refuses_a_field_without_a_surface():
