@@ -131,8 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "near the surface), in the input's units.")
     p.add_argument("run", metavar="DIR", help="a fit-sdf run folder")
     p.add_argument("--resolution", type=positive_int, default=512, help="lattice points per side (default 512; "
-                   "rounded up to a multiple of 8 cells)")
+                   "rounded up to an even number of cells)")
     p.add_argument("--out", metavar="FILE", help="mesh file: .ply, .obj or .glb (default DIR/mesh-R.ply)")
+    p.add_argument("--trim", type=float, metavar="K", help="keep the faces within K median point spacings of the run's "
+                   "input (default: the run's train.mesh_trim; 0: the whole, closed level set)")
     _add_device(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -480,7 +482,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "extract-mesh":
             from .tasks.sdf import extract_run_mesh
 
-            r = extract_run_mesh(Path(args.run), args.out, args.resolution, device=args.device)
+            r = extract_run_mesh(Path(args.run), args.out, args.resolution, device=args.device, trim=args.trim)
             print(f"wrote {r['out']} ({r['vertices']:,} vertices, {r['faces']:,} faces, "
                   f"{'watertight' if r['watertight'] else 'open'})")
             return 0

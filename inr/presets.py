@@ -275,9 +275,15 @@ class SdfTrainConfig(OptimConfig):
     field instead of one that bulges between its points (0: the preset's resolution as is)."""
     mesh_resolution: int = 256
     """Marching-cubes lattice points per side of the run's mesh.ply (any other: inr extract-mesh)."""
+    mesh_trim: float = 0.0
+    """> 0: large patches of the mesh farther than this many units from every input point go
+    (the unit: the larger of the input's median point spacing and the mesh lattice's cell;
+    `inr.sdf.trim_to_points`): the level set closes an open scan (a figure without its base, a
+    scanned facade) far from any point, and noisy scans grow webs between parts; 0: the whole
+    level set (closed, watertight)."""
 
     FLOATS = ("lr", "eps", "lr_final_factor", "near_share", "near_std", "sphere_prior", "w_sdf", "w_normal",
-              "w_eikonal", "w_off_surface", "off_surface_alpha", "w_sign", "sign_margin", "adapt_resolution")
+              "w_eikonal", "w_off_surface", "off_surface_alpha", "w_sign", "sign_margin", "adapt_resolution", "mesh_trim")
     POSITIVE = ("steps", "eval_every", "checkpoint_every", "surface_batch", "space_batch", "mesh_resolution", "sign_votes")
 
     def check(self) -> None:
@@ -288,8 +294,8 @@ class SdfTrainConfig(OptimConfig):
             raise ValueError(f"train.grad_step must be two steps > 0 (start, end), got {list(self.grad_step)}")
         if not 0 <= self.near_share <= 1:
             raise ValueError(f"train.near_share must be in [0, 1], got {self.near_share}")
-        if self.sphere_prior < 0 or self.near_std <= 0 or self.w_sign < 0 or self.sign_margin < 0:
-            raise ValueError("train.sphere_prior, w_sign and sign_margin must be >= 0, train.near_std > 0")
+        if self.sphere_prior < 0 or self.near_std <= 0 or self.w_sign < 0 or self.sign_margin < 0 or self.mesh_trim < 0:
+            raise ValueError("train.sphere_prior, w_sign, sign_margin and mesh_trim must be >= 0, train.near_std > 0")
         if self.mesh_resolution < 8:
             raise ValueError(f"train.mesh_resolution must be >= 8, got {self.mesh_resolution}")
 

@@ -190,3 +190,50 @@ def lookup_side(lattice: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     res = lattice.shape[0]
     i = ((x.clamp(-1, 1) + 1) * ((res - 1) / 2)).round().long()
     return lattice[i[:, 0], i[:, 1], i[:, 2]].to(x.dtype)
+
+
+def median_spacing(points: np.ndarray) -> float:
+    """The median distance from each point to its nearest other point."""
+    from scipy.spatial import cKDTree
+
+    return float(np.median(cKDTree(points).query(points, k=2, workers=-1)[0][:, 1]))
+
+
+TRIM_PATCH_AREA = 50.0
+"""`trim_to_points` drops a patch of faces beyond its reach only when the patch's area exceeds
+this many squared reaches-units (see there): chosen on training meshes (`data/training-meshes`):
+on clean 100,000-point scans the patches beyond 2 units are gaps between samples and sharp
+edges, under 50; the closing sheets of open scans and the webs of noisy ones are larger."""
+
+
+def trim_to_points(vertices: np.ndarray, faces: np.ndarray, points: np.ndarray, reach: float,
+                   min_area: float) -> Tuple[np.ndarray, np.ndarray]:
+    """The mesh without its large patches of faces away from the points: a face is away when one
+    of its vertices lies farther than `reach` from every point; away faces that share a vertex
+    form a patch, and a patch of area > min_area goes (a level set fitted to an open scan closes
+    it with sheets where no point is; noisy scans grow webs between parts), while smaller ones
+    (gaps between samples) stay, so the mesh gets no pinholes. Returns the kept vertices and
+    faces (renumbered)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    near = np.isfinite(cKDTree(points).query(vertices, distance_upper_bound=reach, workers=-1)[0])
+    away = np.nonzero(~near[faces].all(1))[0]
+    if len(away):
+        # faces and vertices as one graph (face f is node f, vertex v node len(faces) + v)
+        rows = np.repeat(away, 3)
+        cols = len(faces) + faces[away].ravel()
+        n = len(faces) + len(vertices)
+        graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+        _, label = connected_components(graph, directed=False)
+        a, b, c = (vertices[faces[away, i]] for i in range(3))
+        area = 0.5 * np.linalg.norm(np.cross(b - a, c - a), axis=1)
+        patch_area = np.bincount(label[away], weights=area)
+        drop = np.zeros(len(faces), bool)
+        drop[away] = patch_area[label[away]] > min_area
+        faces = faces[~drop]
+    used = np.unique(faces)
+    index = np.full(len(vertices), -1, dtype=np.int64)
+    index[used] = np.arange(len(used))
+    return vertices[used], index[faces]

@@ -156,7 +156,11 @@ def fit_sdf(points, normals, budget, work: Path, name: str, overrides=None):
     r = train(RunOptions(task="sdf", input=str(cloud), out=str(work / f"{name}-run"), time_budget=budget,
                          progress=False, overwrite=True, overrides=dict(overrides or {})))
     secs = time.perf_counter() - t
-    return trimesh.load(work / f"{name}-run" / "mesh.ply", process=False), secs, r["steps"]
+    from inr.tasks.sdf import extract_run_mesh
+
+    whole = extract_run_mesh(work / f"{name}-run", work / f"{name}-whole.ply", 256, trim=0)["out"]
+    return (trimesh.load(work / f"{name}-run" / "mesh.ply", process=False), secs, r["steps"],
+            trimesh.load(whole, process=False))
 
 
 def classical(points, normals):
@@ -192,9 +196,11 @@ def surfaces(meshes, budget, noisy: bool, weights=None, overrides=None, names=SD
                 pts, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=5)
                 pts, normals = np.asarray(pts), mesh.face_normals[faces]
             prep = time.perf_counter() - t
-            sdf_mesh, secs, steps = fit_sdf(pts, normals, budget, Path(tmp), name, overrides)
+            sdf_mesh, secs, steps, whole = fit_sdf(pts, normals, budget, Path(tmp), name, overrides)
             row = {"mesh": name, "input": "noisy 5k, denoised" if noisy else "clean 100k",
-                   "fit-sdf CL1 (1e-3 diag)": 1e3 * mesh_cl1(sdf_mesh, ref, diag), "fit-sdf s": secs, "steps": steps}
+                   "fit-sdf CL1 (1e-3 diag)": 1e3 * mesh_cl1(sdf_mesh, ref, diag), "fit-sdf s": secs, "steps": steps,
+                   "untrimmed CL1 (1e-3 diag)": 1e3 * mesh_cl1(whole, ref, diag),
+                   "trimmed faces %": 100 * (1 - len(sdf_mesh.faces) / len(whole.faces))}
             for label, (cm, s) in classical(pts, normals).items():
                 row[f"{label} CL1 (1e-3 diag)"] = 1e3 * mesh_cl1(cm, ref, diag)
                 row[f"{label} s"] = s
@@ -232,7 +238,7 @@ def main() -> None:
             rows = surfaces(meshes, args.budget, noisy=section == "noisy", weights=args.weights, overrides=overrides,
                             names=names or SDF_MESHES)
             save(f"surface_{section}", rows)
-            cols = ["mesh", "input", "fit-sdf CL1 (1e-3 diag)", "poisson 8 CL1 (1e-3 diag)", "poisson 9 CL1 (1e-3 diag)",
+            cols = ["mesh", "input", "fit-sdf CL1 (1e-3 diag)", "untrimmed CL1 (1e-3 diag)", "trimmed faces %", "poisson 8 CL1 (1e-3 diag)", "poisson 9 CL1 (1e-3 diag)",
                     "ball pivoting CL1 (1e-3 diag)", "sdf / poisson 9", "fit-sdf s", "steps", "poisson 9 s", "ball pivoting s"]
             print(table(rows, cols))
 

@@ -147,6 +147,32 @@ def test_sparse_lattice_keeps_a_plate_thinner_than_its_coarse_cells():
     assert len(f1) > 1000 and np.array_equal(f1, f2) and np.allclose(v1, v2, atol=1e-6)
 
 
+def test_trim_drops_large_patches_away_from_the_points_and_renumbers():
+    from inr.sdf import median_spacing, trim_to_points
+
+    # a unit square of 4 x 4 cells in z = 0 (two triangles a cell) and the same square lifted to
+    # z = 1 (area 1 each); the points cover the lower square only, 0.25 apart
+    g = np.linspace(0, 1, 5)
+    grid = np.stack(np.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
+    lower = np.c_[grid, np.zeros(25)]
+    verts = np.r_[lower, lower + [0, 0, 1]]
+    cells = [(5 * i + j, 5 * (i + 1) + j, 5 * i + j + 1, 5 * (i + 1) + j + 1) for i in range(4) for j in range(4)]
+    quad = np.array([[a, b, c] for a, b, c, d in cells] + [[c, b, d] for a, b, c, d in cells])
+    faces = np.r_[quad, quad + 25]
+    assert median_spacing(lower) == pytest.approx(0.25)
+    v, f = trim_to_points(verts, faces, lower + [0, 0, 0.1], 0.15, 0.9)  # points 0.1 above the lower square
+    assert len(f) == 32 and len(v) == 25 and f.max() == 24
+    np.testing.assert_allclose(v[f], verts[faces[:32]])  # the same triangles, renumbered
+    assert len(trim_to_points(verts, faces, lower, 0.15, 1.1)[1]) == 64  # a patch under min_area stays
+    assert len(trim_to_points(verts, faces, lower, 1.01, 0.0)[1]) == 64  # within reach
+    # a face is away when any one of its vertices is: the corner (0, 0, 0) without a point makes
+    # its one triangle (area 1/32) a patch of its own
+    v, f = trim_to_points(verts, faces, lower[1:], 0.01, 0.9)
+    assert len(f) == 32 and len(v) == 25  # the lifted square went, the small patch stayed
+    v, f = trim_to_points(verts, faces, lower[1:], 0.01, 0.01)
+    assert len(f) == 31 and len(v) == 24 and not np.isclose(v, 0).all(1).any()
+
+
 def test_zero_level_mesh_refuses_a_field_without_a_surface():
     with pytest.raises(ValueError, match="no zero level"):
         zero_level_mesh(torch.ones(9, 9, 9))
@@ -210,6 +236,44 @@ def test_fit_sdf_makes_a_mesh_close_to_the_input_and_extract_mesh_any_resolution
     assert 0 < len(coarse.faces) < len(mesh.faces)
     assert main(["fit-sdf", "--resume", str(out), "--steps", "210", "--no-progress"]) == 0
     assert json.loads((out / "metrics.json").read_text())["steps"] == 210
+
+
+def test_fit_sdf_trims_the_sheet_that_closes_an_open_scan(tmp_path, capsys):
+    import trimesh
+
+    from inr.data.pointclouds import write_cloud
+
+    # the upper half of a sphere of radius 0.8, open below: the level set closes it somewhere
+    # under the rim, where no point is
+    rng = np.random.default_rng(0)
+    n = rng.normal(size=(12000, 3))
+    n /= np.linalg.norm(n, axis=1, keepdims=True)
+    n = n[n[:, 2] > 0.05]
+    write_cloud(tmp_path / "dome.ply", 0.8 * n, normals=n)
+    out = tmp_path / "run"
+    args = ["fit-sdf", str(tmp_path / "dome.ply"), "--steps", "150", "--out", str(out), "--no-progress",
+            "--set", "train.mesh_resolution=64", "--set", "train.mesh_trim=3", "--set", "train.surface_batch=2048",
+            "--set", "train.space_batch=2048", "--set", "field.encoding_options.n_levels=8",
+            "--set", "field.encoding_options.max_resolution=64", "--set", "field.encoding_options.log2_table=15"]
+    assert main(args) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    mesh = trimesh.load(out / "mesh.ply")
+    assert m["trimmed_faces"] > 0 and m["mesh_faces"] == len(mesh.faces) and not m["watertight"]
+
+    def cap(v):  # vertices of a sheet across the opening: inside the rim, below the dome
+        return int(((np.linalg.norm(v[:, :2], axis=1) < 0.6) & (v[:, 2] < 0.3)).sum())
+
+    assert cap(mesh.vertices) == 0  # the closing sheet went
+    capsys.readouterr()
+    assert main(["extract-mesh", str(out), "--resolution", "48", "--no-progress"]) == 0
+    assert cap(trimesh.load(out / "mesh-48.ply").vertices) == 0  # trimmed as the run was
+    assert main(["extract-mesh", str(out), "--resolution", "48", "--trim", "0", "--out", str(tmp_path / "whole.ply"),
+                 "--no-progress"]) == 0
+    assert cap(trimesh.load(tmp_path / "whole.ply").vertices) > 100 and "watertight" in capsys.readouterr().out
+    (tmp_path / "dome.ply").unlink()
+    assert main(["extract-mesh", str(out), "--resolution", "48", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is gone" in err and "--trim 0" in err, err
 
 
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, capsys):

@@ -72,9 +72,9 @@ class SdfTask(Task):
         cfg, field = self.preset.train, self.preset.field
         if cfg.adapt_resolution <= 0 or field.encoding != "hashgrid":
             return
-        from scipy.spatial import cKDTree
+        from ..sdf import median_spacing
 
-        spacing = float(np.median(cKDTree(points).query(points, k=2)[0][:, 1]))
+        spacing = median_spacing(points)
         options = field.encoding_options
         cap = int(cfg.adapt_resolution / max(spacing, 1e-9))
         current = int(options.get("max_resolution", 2048))
@@ -102,8 +102,9 @@ class SdfTask(Task):
     def write_outputs(self, out: Path, module, steps: int, seconds: float, history) -> Dict[str, Any]:
         from .outputs import write_image
 
+        cfg = self.preset.train
         try:
-            mesh = mesh_of(module, self.preset.train.mesh_resolution)
+            mesh, trimmed = mesh_of(module, cfg.mesh_resolution, trim_points=self.surface.points, trim=cfg.mesh_trim)
         except ValueError as exc:
             raise InputError(self.opts.input, f"the fitted field has no surface: {exc}") from None
         write_mesh(out / "mesh.ply", mesh)
@@ -117,7 +118,9 @@ class SdfTask(Task):
             "mesh_vertices": int(len(mesh.vertices)),
             "mesh_faces": int(len(mesh.faces)),
             "watertight": bool(mesh.is_watertight),
-            "mesh_resolution": int(self.preset.train.mesh_resolution),
+            "mesh_resolution": int(cfg.mesh_resolution),
+            "mesh_trim": float(cfg.mesh_trim),
+            "trimmed_faces": int(trimmed),
         }
         if self.preset.field.encoding == "hashgrid":
             result["grid_max_resolution"] = int(self.preset.field.encoding_options.get("max_resolution", 2048))
@@ -135,17 +138,31 @@ class SdfTask(Task):
                 f"{r['steps']} steps in {r['seconds']:.1f} s")
 
 
-def mesh_of(module, resolution: int, level: float = 0.0):
+def mesh_of(module, resolution: int, level: float = 0.0, trim_points: Optional[np.ndarray] = None, trim: float = 0.0):
     """The trimesh of the field's zero level set (or of f = level, in field units: an offset
-    surface) over its box, in the input's units."""
+    surface) over its box, in the input's units. With trim_points (the input's points, in its
+    units) and trim > 0: (the mesh without its patches of faces farther than trim units from the
+    points and larger than TRIM_PATCH_AREA squared units, the number of faces dropped), where
+    the unit is the larger of the points' median spacing and the lattice's cell
+    (`inr.sdf.trim_to_points`)."""
     import trimesh
 
     from ..render.extract import sdf_lattice, zero_level_mesh
+    from ..sdf import TRIM_PATCH_AREA, median_spacing, trim_to_points
 
     values, mask = sdf_lattice(lambda x: module.sdf_eval(x) - level, resolution, device=module.device)
     verts, faces = zero_level_mesh(values, mask)
     verts = module.to_world(torch.from_numpy(verts).double()).numpy()
-    return trimesh.Trimesh(verts, faces, process=False)  # welded by marching cubes; merging near-coincident vertices can pinch edges
+    if trim_points is None:
+        return trimesh.Trimesh(verts, faces, process=False)  # welded by marching cubes; merging near-coincident vertices can pinch edges
+    n_faces = len(faces)
+    if trim > 0:
+        unit = max(median_spacing(trim_points), 2.0 / (resolution - 1) / float(module.frame["scale"]))
+        verts, faces = trim_to_points(verts, faces, trim_points, trim * unit, TRIM_PATCH_AREA * unit**2)
+        if len(faces) == 0:
+            raise ValueError(f"every face lies in a large patch farther than {trim:g} units from the input "
+                             "(--set train.mesh_trim=0 keeps the whole level set)")
+    return trimesh.Trimesh(verts, faces, process=False), n_faces - len(faces)
 
 
 def mesh_metrics(mesh, points: np.ndarray, normals: Optional[np.ndarray], seed: int = 0) -> Dict[str, Any]:
@@ -182,19 +199,34 @@ def sdf_slice(module, size: int = 256, z: float = 0.0) -> torch.Tensor:
     return torch.where(edge, torch.zeros_like(base), base * bands).clamp(0, 1)
 
 
-def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device: str = "auto") -> Dict[str, Any]:
+def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device: str = "auto",
+                     trim: Optional[float] = None) -> Dict[str, Any]:
     """`inr extract-mesh`: the zero level set of a fit-sdf run at `resolution`, written to `out`
-    (default DIR/mesh-R.ply)."""
+    (default DIR/mesh-R.ply), trimmed to the run's input as its mesh.ply was (`trim`: None, the
+    run's train.mesh_trim; 0: untrimmed)."""
+    from ..data.surfaces import read_surface
     from .run import load_run
     from .sdf_fit import SdfFitModule
 
     if resolution < 8:
         raise InputError(None, f"--resolution must be >= 8, got {resolution}")
+    if trim is not None and not trim >= 0:
+        raise InputError(None, f"--trim must be >= 0, got {trim}")
     out = Path(out) if out else Path(run_dir) / f"mesh-{resolution}.ply"
     check_suffix(out, MESH_FORMATS, "mesh")
-    module, _ = load_run(Path(run_dir), "sdf", SdfFitModule, device)
+    module, config = load_run(Path(run_dir), "sdf", SdfFitModule, device)
+    run = config.get("run") or {}
+    trim = float(module.train_cfg.mesh_trim) if trim is None else trim
+    points = None
+    if trim > 0:
+        source = run.get("input")
+        if not source or not Path(source).is_file():
+            raise InputError(run_dir, f"the run's input ({source}) is gone, so the mesh cannot be trimmed to it "
+                             "(--trim 0: the whole level set)")
+        points = read_surface(source, int((run.get("task_options") or {}).get("mesh_points") or 100_000),
+                              int(run.get("seed") or 0)).points
     try:
-        mesh = mesh_of(module, resolution)
+        mesh, _ = mesh_of(module, resolution, trim_points=points, trim=trim) if points is not None else (mesh_of(module, resolution), 0)
     except ValueError as exc:
         raise InputError(run_dir, f"cannot extract a mesh: {exc}") from None
     write_mesh(out, mesh)
