@@ -33,6 +33,22 @@ def test_native_kernels_build_here():
     assert hasattr(ops, "hashgrid_forward") and hasattr(ops, "hashgrid_backward")
 
 
+def test_native_build_folder_is_one_per_install(tmp_path, monkeypatch):
+    import shutil
+
+    import inr.native as native
+
+    here = native.build_directory()
+    assert native.build_directory() == here  # stable: later processes find their build
+    copy = tmp_path / "native"
+    copy.mkdir()
+    for name in native.SOURCES:
+        shutil.copy(native._HERE / name, copy / name)
+    monkeypatch.setattr(native, "_HERE", copy)
+    # the same sources in another checkout get their own folder (a shared one recompiled on each switch)
+    assert native.build_directory() != here and native.build_directory().parent == here.parent
+
+
 @pytest.mark.parametrize("d,F,T", GRIDS)
 def test_native_matches_the_twin_values_and_gradients(d, F, T):
     twin, fast = _pair(d, F, T)

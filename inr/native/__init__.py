@@ -43,10 +43,15 @@ def wide_vectors() -> bool:
 
 
 def build_directory() -> Path:
+    """The build folder: one per source, torch, CPU and install. The install's paths count because
+    the folder's build.ninja names the sources and torch's headers by absolute path: two checkouts
+    (or venvs) sharing one folder rewrote it in turn and recompiled everything on each switch
+    (a 70 s stall inside a timed fit-sdf run, once a fresh clone had run its tests)."""
     digest = hashlib.sha256()
     for name in SOURCES:
         digest.update((_HERE / name).read_bytes())
     digest.update(f"{torch.__version__}|{platform.machine()}|{_cpu_signature()}".encode())
+    digest.update(f"{_HERE}|{Path(torch.__file__).resolve().parent}".encode())
     root = Path(os.environ.get("INR_CACHE", Path.home() / ".cache" / "inr")) / "native"
     return root / digest.hexdigest()[:16]
 
