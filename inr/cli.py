@@ -133,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resolution", type=positive_int, default=512, help="lattice points per side (default 512; "
                    "rounded up to an even number of cells)")
     p.add_argument("--out", metavar="FILE", help="mesh file: .ply, .obj or .glb (default DIR/mesh-R.ply)")
-    p.add_argument("--trim", type=float, metavar="K", help="keep the faces within K median point spacings of the run's "
-                   "input (default: the run's train.mesh_trim; 0: the whole, closed level set)")
+    p.add_argument("--trim", type=float, metavar="K", help="drop the large patches of faces farther than K units from the "
+                   "run's input (the unit: its median point spacing or the lattice cell, whichever is larger; default: "
+                   "the run's train.mesh_trim; 0: the whole, closed level set)")
     _add_device(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 

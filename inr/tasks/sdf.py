@@ -104,7 +104,8 @@ class SdfTask(Task):
 
         cfg = self.preset.train
         try:
-            mesh, trimmed = mesh_of(module, cfg.mesh_resolution, trim_points=self.surface.points, trim=cfg.mesh_trim)
+            mesh, trimmed = trim_mesh(mesh_of(module, cfg.mesh_resolution), module, cfg.mesh_resolution,
+                                      self.surface.points, cfg.mesh_trim)
         except ValueError as exc:
             raise InputError(self.opts.input, f"the fitted field has no surface: {exc}") from None
         write_mesh(out / "mesh.ply", mesh)
@@ -138,31 +139,37 @@ class SdfTask(Task):
                 f"{r['steps']} steps in {r['seconds']:.1f} s")
 
 
-def mesh_of(module, resolution: int, level: float = 0.0, trim_points: Optional[np.ndarray] = None, trim: float = 0.0):
+def mesh_of(module, resolution: int, level: float = 0.0):
     """The trimesh of the field's zero level set (or of f = level, in field units: an offset
-    surface) over its box, in the input's units. With trim_points (the input's points, in its
-    units) and trim > 0: (the mesh without its patches of faces farther than trim units from the
-    points and larger than TRIM_PATCH_AREA squared units, the number of faces dropped), where
-    the unit is the larger of the points' median spacing and the lattice's cell
-    (`inr.sdf.trim_to_points`)."""
+    surface) over its box, in the input's units."""
     import trimesh
 
     from ..render.extract import sdf_lattice, zero_level_mesh
-    from ..sdf import TRIM_PATCH_AREA, median_spacing, trim_to_points
 
     values, mask = sdf_lattice(lambda x: module.sdf_eval(x) - level, resolution, device=module.device)
     verts, faces = zero_level_mesh(values, mask)
     verts = module.to_world(torch.from_numpy(verts).double()).numpy()
-    if trim_points is None:
-        return trimesh.Trimesh(verts, faces, process=False)  # welded by marching cubes; merging near-coincident vertices can pinch edges
-    n_faces = len(faces)
-    if trim > 0:
-        unit = max(median_spacing(trim_points), 2.0 / (resolution - 1) / float(module.frame["scale"]))
-        verts, faces = trim_to_points(verts, faces, trim_points, trim * unit, TRIM_PATCH_AREA * unit**2)
-        if len(faces) == 0:
-            raise ValueError(f"every face lies in a large patch farther than {trim:g} units from the input "
-                             "(--set train.mesh_trim=0 keeps the whole level set)")
-    return trimesh.Trimesh(verts, faces, process=False), n_faces - len(faces)
+    return trimesh.Trimesh(verts, faces, process=False)  # welded by marching cubes; merging near-coincident vertices can pinch edges
+
+
+def trim_mesh(mesh, module, resolution: int, points: np.ndarray, trim: float):
+    """(mesh without its patches of faces farther than `trim` units from `points` (the input's,
+    in its units) and larger than TRIM_PATCH_AREA square units, the number of faces dropped);
+    the unit is the larger of the points' median spacing and the mesh lattice's cell
+    (`inr.sdf.trim_to_points`). trim 0: the mesh as it is."""
+    import trimesh
+
+    from ..sdf import TRIM_PATCH_AREA, median_spacing, trim_to_points
+
+    if trim <= 0:
+        return mesh, 0
+    unit = max(median_spacing(points), 2.0 / (resolution - 1) / float(module.frame["scale"]))
+    verts, faces = trim_to_points(np.asarray(mesh.vertices), np.asarray(mesh.faces), points, trim * unit,
+                                  TRIM_PATCH_AREA * unit**2)
+    if len(faces) == 0:
+        raise ValueError(f"every face lies in a large patch farther than {trim:g} units from the input "
+                         "(--set train.mesh_trim=0 keeps the whole level set)")
+    return trimesh.Trimesh(verts, faces, process=False), len(mesh.faces) - len(faces)
 
 
 def mesh_metrics(mesh, points: np.ndarray, normals: Optional[np.ndarray], seed: int = 0) -> Dict[str, Any]:
@@ -223,10 +230,10 @@ def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device
         if not source or not Path(source).is_file():
             raise InputError(run_dir, f"the run's input ({source}) is gone, so the mesh cannot be trimmed to it "
                              "(--trim 0: the whole level set)")
-        points = read_surface(source, int((run.get("task_options") or {}).get("mesh_points") or 100_000),
-                              int(run.get("seed") or 0)).points
+        mesh_points = (run.get("task_options") or {}).get("mesh_points") or SdfOptions.mesh_points
+        points = read_surface(source, int(mesh_points), int(run.get("seed") or 0)).points
     try:
-        mesh, _ = mesh_of(module, resolution, trim_points=points, trim=trim) if points is not None else (mesh_of(module, resolution), 0)
+        mesh, _ = trim_mesh(mesh_of(module, resolution), module, resolution, points, trim)
     except ValueError as exc:
         raise InputError(run_dir, f"cannot extract a mesh: {exc}") from None
     write_mesh(out, mesh)
