@@ -270,7 +270,31 @@ def test_fit_sdf_trims_the_sheet_that_closes_an_open_scan(tmp_path, capsys):
     assert main(["extract-mesh", str(out), "--resolution", "48", "--trim", "0", "--out", str(tmp_path / "whole.ply"),
                  "--no-progress"]) == 0
     assert cap(trimesh.load(tmp_path / "whole.ply").vertices) > 100 and "watertight" in capsys.readouterr().out
+    # the viewer re-extracts as extract-mesh does: trimmed at level 0, whole when unticked or offset
+    from inr.viewer import Viewer, content_for
+
+    from .test_viewer import free_port
+
+    viewer = Viewer(content_for([out]), port=free_port())
+    try:
+        sdf = viewer.content
+        sdf.resolution.value = 48
+        sdf._extract()
+        assert cap(sdf.mesh.vertices) == 0 and "trimmed" in sdf.status.content
+        sdf.trimmed.value = False
+        sdf._extract()
+        assert cap(sdf.mesh.vertices) > 100 and "untrimmed" in sdf.status.content
+        sdf.trimmed.value, sdf.level.value = True, 0.02
+        sdf._extract()
+        assert cap(sdf.mesh.vertices) > 100 and "untrimmed" in sdf.status.content
+    finally:
+        viewer.stop()
     (tmp_path / "dome.ply").unlink()
+    viewer = Viewer(content_for([out]), port=free_port())  # the input gone: the viewer still opens, untrimmed
+    try:
+        assert viewer.content.points is None and viewer.content.trimmed.value is False
+    finally:
+        viewer.stop()
     assert main(["extract-mesh", str(out), "--resolution", "48", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is gone" in err and "--trim 0" in err, err

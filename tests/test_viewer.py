@@ -262,8 +262,9 @@ def test_sdf_viewer_shows_the_level_set_and_the_slice(tmp_path):
         # line crosses the middle row at x = +-0.667 (columns 43 and 213); the hole is outside
         assert orange[128, 128] and blue[128, 213] and blue[128, 43] and orange[128, 252]
         with page_at(viewer.url) as page:
-            shot = wait_until(page, lambda im: near(im, (240, 150, 60), 70).mean() > 0.02)
-            assert near(shot, (240, 150, 60), 70).mean() > 0.02, "the slice plane is not drawn"
+            # the plane covers ~2 % of the page beside the GUI panel (which overlays the canvas); none without it
+            shot = wait_until(page, lambda im: near(im, (240, 150, 60), 70).mean() > 0.01)
+            assert near(shot, (240, 150, 60), 70).mean() > 0.01, "the slice plane is not drawn"
     finally:
         viewer.stop()
 

@@ -206,12 +206,24 @@ def sdf_slice(module, size: int = 256, z: float = 0.0) -> torch.Tensor:
     return torch.where(edge, torch.zeros_like(base), base * bands).clamp(0, 1)
 
 
+def run_input_points(config: Dict[str, Any]) -> Optional[np.ndarray]:
+    """The points a fit-sdf run fitted (its input read again as the run read it: the same count
+    and seed, so trimming finds the same spacing), or None when the input file is gone."""
+    from ..data.surfaces import read_surface
+
+    run = config.get("run") or {}
+    source = run.get("input")
+    if not source or not Path(source).is_file():
+        return None
+    mesh_points = (run.get("task_options") or {}).get("mesh_points") or SdfOptions.mesh_points
+    return read_surface(source, int(mesh_points), int(run.get("seed") or 0)).points
+
+
 def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device: str = "auto",
                      trim: Optional[float] = None) -> Dict[str, Any]:
     """`inr extract-mesh`: the zero level set of a fit-sdf run at `resolution`, written to `out`
     (default DIR/mesh-R.ply), trimmed to the run's input as its mesh.ply was (`trim`: None, the
     run's train.mesh_trim; 0: untrimmed)."""
-    from ..data.surfaces import read_surface
     from .run import load_run
     from .sdf_fit import SdfFitModule
 
@@ -222,16 +234,13 @@ def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device
     out = Path(out) if out else Path(run_dir) / f"mesh-{resolution}.ply"
     check_suffix(out, MESH_FORMATS, "mesh")
     module, config = load_run(Path(run_dir), "sdf", SdfFitModule, device)
-    run = config.get("run") or {}
     trim = float(module.train_cfg.mesh_trim) if trim is None else trim
     points = None
     if trim > 0:
-        source = run.get("input")
-        if not source or not Path(source).is_file():
-            raise InputError(run_dir, f"the run's input ({source}) is gone, so the mesh cannot be trimmed to it "
-                             "(--trim 0: the whole level set)")
-        mesh_points = (run.get("task_options") or {}).get("mesh_points") or SdfOptions.mesh_points
-        points = read_surface(source, int(mesh_points), int(run.get("seed") or 0)).points
+        points = run_input_points(config)
+        if points is None:
+            raise InputError(run_dir, f"the run's input ({(config.get('run') or {}).get('input')}) is gone, so the "
+                             "mesh cannot be trimmed to it (--trim 0: the whole level set)")
     try:
         mesh, _ = trim_mesh(mesh_of(module, resolution), module, resolution, points, trim)
     except ValueError as exc:

@@ -1,6 +1,7 @@
 """The viewer of a fit-sdf run: the zero level set as a mesh, re-extracted from the field at any
-resolution or at another level (offset surfaces), the input points beside it, and a slice of
-the field on a movable plane (blue inside, orange outside, black at the zero level)."""
+resolution (trimmed to the input as the run's mesh.ply was, or whole) or at another level
+(offset surfaces), the input points beside it, and a slice of the field on a movable plane
+(blue inside, orange outside, black at the zero level)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import torch
 
 from ..tasks.run import load_run
-from ..tasks.sdf import mesh_of, sdf_slice
+from ..tasks.sdf import mesh_of, run_input_points, sdf_slice, trim_mesh
 from ..tasks.sdf_fit import SdfFitModule
 
 MAX_INPUT_POINTS = 200_000
@@ -30,6 +31,11 @@ class SdfViewer:
         self.resolution = gui.add_slider("mesh resolution", min=32, max=512, step=32, initial_value=128)
         self.level = gui.add_slider("level (input units)", min=-0.1 / self.scale, max=0.1 / self.scale,
                                     step=0.002 / self.scale, initial_value=0.0)
+        # the run's input, read as the run read it, trims re-extracted meshes as mesh.ply was
+        self.trim = float(self.module.train_cfg.mesh_trim)
+        self.points = run_input_points(self.config) if self.trim > 0 else None
+        self.trimmed = gui.add_checkbox(f"trim to the input ({self.trim:g} units, as mesh.ply)",
+                                        initial_value=self.points is not None, disabled=self.points is None)
         self.extract = gui.add_button("extract the level set")
         self.status = gui.add_markdown("")
         self.slice_z = gui.add_slider("slice height (field box, -1..1)", min=-1.0, max=1.0, step=0.02, initial_value=0.0)
@@ -76,12 +82,23 @@ class SdfViewer:
         self.status.content = f"{what}: {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
 
     def _extract(self) -> None:
+        resolution, level = int(self.resolution.value), float(self.level.value)
         try:
-            mesh = mesh_of(self.module, int(self.resolution.value), level=float(self.level.value) * self.scale)
+            mesh = mesh_of(self.module, resolution, level=level * self.scale)
         except ValueError as exc:
             self.status.content = f"no surface at this level: {exc}"
             return
-        self._show_mesh(mesh, f"level {self.level.value:+.4g}, resolution {int(self.resolution.value)}")
+        what = f"level {level:+.4g}, resolution {resolution}"
+        if self.trimmed.value and level == 0.0:  # an offset surface lies away from the input by design
+            try:
+                mesh, dropped = trim_mesh(mesh, self.module, resolution, self.points, self.trim)
+                what += f", trimmed ({dropped:,} faces dropped)"
+            except ValueError as exc:
+                self.status.content = f"trimming leaves nothing: {exc}"
+                return
+        else:
+            what += ", untrimmed"
+        self._show_mesh(mesh, what)
 
     def _slice_array(self) -> np.ndarray:
         img = sdf_slice(self.module, 256, z=float(self.slice_z.value))
