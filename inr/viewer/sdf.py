@@ -31,11 +31,14 @@ class SdfViewer:
         self.resolution = gui.add_slider("mesh resolution", min=32, max=512, step=32, initial_value=128)
         self.level = gui.add_slider("level (input units)", min=-0.1 / self.scale, max=0.1 / self.scale,
                                     step=0.002 / self.scale, initial_value=0.0)
-        # the run's input, read as the run read it, trims re-extracted meshes as mesh.ply was
+        # the run's input, read as the run read it (on the first trimmed extraction, not at start-up),
+        # trims re-extracted meshes as mesh.ply was
         self.trim = float(self.module.train_cfg.mesh_trim)
-        self.points = run_input_points(self.config) if self.trim > 0 else None
+        self.points = None
+        source = (self.config.get("run") or {}).get("input")
+        can_trim = self.trim > 0 and bool(source) and Path(source).is_file()
         self.trimmed = gui.add_checkbox(f"trim to the input ({self.trim:g} units, as mesh.ply)",
-                                        initial_value=self.points is not None, disabled=self.points is None)
+                                        initial_value=can_trim, disabled=not can_trim)
         self.extract = gui.add_button("extract the level set")
         self.status = gui.add_markdown("")
         self.slice_z = gui.add_slider("slice height (field box, -1..1)", min=-1.0, max=1.0, step=0.02, initial_value=0.0)
@@ -90,6 +93,11 @@ class SdfViewer:
             return
         what = f"level {level:+.4g}, resolution {resolution}"
         if self.trimmed.value and level == 0.0:  # an offset surface lies away from the input by design
+            if self.points is None:
+                self.points = run_input_points(self.config)
+                if self.points is None:
+                    self.status.content = "the run's input is gone: untick the trim box for the whole level set"
+                    return
             try:
                 mesh, dropped = trim_mesh(mesh, self.module, resolution, self.points, self.trim)
                 what += f", trimmed ({dropped:,} faces dropped)"
