@@ -339,3 +339,24 @@ def test_the_live_cap_is_a_share_of_this_runs_training_time():
     live.on_train_batch_end(trainer, None, None, None, 1)
     assert len(sent) == 1, "a frame beyond the budget was sent"
     assert live.seconds > 0
+
+
+def test_cloud_viewer_draws_the_files_oriented_normals_else_pca_ones(tmp_path):
+    # a sphere: the file's normals (here, inward) are drawn as they are; without normals, or with
+    # zero ones (some writers leave unknown normals at 0), PCA ones along the radius, either side
+    from inr.data.pointclouds import write_cloud
+    from inr.viewer.clouds import load_geometry, normal_segments
+
+    pts = np.random.default_rng(0).normal(size=(3000, 3))
+    pts /= np.linalg.norm(pts, axis=1, keepdims=True)
+    write_cloud(tmp_path / "in.ply", pts, normals=-pts)
+    write_cloud(tmp_path / "zero.ply", pts, normals=np.zeros_like(pts))
+    kind, (p, _, n) = load_geometry(tmp_path / "in.ply")
+    seg = normal_segments(p, n, 0.1, at_most=1000)
+    assert kind == "points" and len(seg) == 1000
+    assert np.allclose(seg[:, 1] - seg[:, 0], -0.1 * seg[:, 0], atol=1e-5)
+    _, (p0, _, n0) = load_geometry(tmp_path / "zero.ply")
+    assert n0 is None
+    seg = normal_segments(p0, None, 0.1)
+    cos = np.abs(((seg[:, 1] - seg[:, 0]) / 0.1 * seg[:, 0]).sum(1))
+    assert len(seg) == 3000 and (cos > 0.99).mean() > 0.99

@@ -43,10 +43,11 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
     return points, colors
 
 
-def read_oriented_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
     """`read_cloud` plus the file's normals ((N, 3) float64, or None when it has none: XYZ, NPY
     with fewer than 9 columns, PLY/PCD without nx ny nz; without open3d PLY normals are not read).
-    NPY columns: x y z [r g b [nx ny nz]]."""
+    NPY columns: x y z [r g b [nx ny nz]]. bad_normals: 'error' (an InputError when a normal is
+    zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then no normals)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
@@ -89,8 +90,11 @@ def read_oriented_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Op
         length = np.linalg.norm(normals, axis=1)
         if not np.isfinite(normals).all() or (length < 1e-12).any():
             bad = int((~np.isfinite(length) | (length < 1e-12)).sum())
-            raise InputError(path, f"{bad} of {len(points)} normals are zero, NaN or infinite")
-        normals = normals / length[:, None]
+            if bad_normals == "error":
+                raise InputError(path, f"{bad} of {len(points)} normals are zero, NaN or infinite")
+            normals = None
+    if normals is not None:
+        normals = normals / np.linalg.norm(normals, axis=1, keepdims=True)
     if duplicates == "drop":
         _, first = np.unique(points, axis=0, return_index=True)
         keep = np.sort(first)

@@ -1,6 +1,7 @@
 """Point clouds and meshes in the viewer: one file, or several side by side (`inr view noisy.ply
 denoised.ply`: the same shape before and after, placed one box-width apart with a checkbox
-each), with colours, estimated normals on demand, and the point size."""
+each), with colours, normals on demand (the file's, oriented, when it has them; else estimated,
+unoriented), and the point size."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ MAX_POINTS = 2_000_000  # more are subsampled for the browser (shown in the pane
 
 
 def load_geometry(path: Path):
-    """('mesh', trimesh) or ('points', (points, colours or None)) of a file."""
+    """('mesh', trimesh) or ('points', (points, colours or None, normals or None)) of a file."""
     import trimesh
 
     suffix = path.suffix.lower()
@@ -31,9 +32,9 @@ def load_geometry(path: Path):
             return "mesh", loaded
         if suffix != ".ply":
             raise InputError(path, "holds no triangles")
-    from ..data.pointclouds import read_cloud
+    from ..data.pointclouds import read_oriented_cloud
 
-    return "points", read_cloud(path, duplicates="drop")
+    return "points", read_oriented_cloud(path, duplicates="drop", bad_normals="ignore")
 
 
 def _normals(points: np.ndarray, k: int = 16) -> np.ndarray:
@@ -44,6 +45,15 @@ def _normals(points: np.ndarray, k: int = 16) -> np.ndarray:
     nb = points[idx] - points[idx].mean(1, keepdims=True)
     _, _, vt = np.linalg.svd(nb, full_matrices=False)
     return vt[:, -1]
+
+
+def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 20_000) -> np.ndarray:
+    """(M, 2, 3) float32 line segments from at most about `at_most` of the points along their
+    normals (`normals`, e.g. a file's: oriented), or along PCA normals (unoriented) when None."""
+    step = max(1, len(points) // at_most)
+    pts = points[::step]
+    n = _normals(pts) if normals is None else np.asarray(normals)[::step]
+    return np.stack([pts, pts + length * n], 1).astype(np.float32)
 
 
 class CloudViewer:
@@ -59,7 +69,7 @@ class CloudViewer:
         gui = server.gui
         self.size = gui.add_slider("point size", min=0.0005, max=0.05, step=0.0005,
                                    initial_value=round(min(max(self.diag / 250, 0.0005), 0.05), 4))
-        self.show_normals = gui.add_checkbox("normals (PCA of 16 neighbours)", initial_value=False)
+        self.show_normals = gui.add_checkbox("normals (the file's, else PCA of 16 neighbours)", initial_value=False)
         for i, (path, kind, data) in enumerate(loaded):
             offset = np.array([1.2 * width * i, 0.0, 0.0])
             self.items.append(self._add(f"/{i}_{path.stem}", path, kind, data, offset))
@@ -71,7 +81,7 @@ class CloudViewer:
 
     def _add(self, name: str, path: Path, kind: str, data, offset: np.ndarray) -> dict:
         gui, scene = self.server.gui, self.server.scene
-        item = {"name": name, "kind": kind, "offset": offset, "normals": None}
+        item = {"name": name, "kind": kind, "offset": offset, "normals": None, "file_normals": None}
         if kind == "mesh":
             mesh = data.copy()
             mesh.apply_translation(offset)
@@ -79,7 +89,7 @@ class CloudViewer:
             item["points"] = np.asarray(mesh.vertices)
             label = f"{path.name}: mesh, {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
         else:
-            points, colors = data
+            points, colors, normals = data
             shown = np.arange(len(points))
             if len(points) > MAX_POINTS:
                 shown = np.random.default_rng(0).choice(len(points), MAX_POINTS, replace=False)
@@ -88,7 +98,9 @@ class CloudViewer:
             item["handle"] = scene.add_point_cloud(name, pts.astype(np.float32), rgb, point_size=float(self.size.value),
                                                    point_shape="circle")
             item["points"] = pts
-            label = f"{path.name}: {len(points):,} points" + (f" (showing {MAX_POINTS:,})" if len(points) > MAX_POINTS else "")
+            item["file_normals"] = None if normals is None else normals[shown]
+            label = (f"{path.name}: {len(points):,} points" + (f" (showing {MAX_POINTS:,})" if len(points) > MAX_POINTS else "")
+                     + (", with normals" if normals is not None else ""))
         box = gui.add_checkbox(label, initial_value=True)
         box.on_update(lambda _: setattr(item["handle"], "visible", bool(box.value)))
         return item
@@ -105,9 +117,7 @@ class CloudViewer:
                     item["normals"].visible = False
                 continue
             if item["normals"] is None:
-                pts = item["points"][:: max(1, len(item["points"]) // 20_000)]
-                n = _normals(pts) * (0.02 * self.diag)
-                segments = np.stack([pts, pts + n], 1).astype(np.float32)
+                segments = normal_segments(item["points"], item["file_normals"], 0.02 * self.diag)
                 item["normals"] = self.server.scene.add_line_segments(f"{item['name']}_normals", segments, colors=(220, 60, 60))
             item["normals"].visible = True
 
