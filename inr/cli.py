@@ -245,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "per diagonal, 56 for the shipped weights; smaller for dense scans, so that an occupied voxel holds "
                        "no more input points on average than the densest training input)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar (shown when a cloud needs several tiles)")
+        p.add_argument("--normals", action=argparse.BooleanOptionalAction, default=None,
+                       help="write the output's normals, estimated (PCA, 30 neighbours) and oriented consistently and "
+                       "outwards (default: yes for .ply and .pcd, no for .npy; .xyz has no place for them)")
         _add_device(p)
         if name != "denoise":
             p.add_argument("--factor", type=positive_float, default=4.0, help="output points per input point (default 4)")
@@ -271,6 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=positive_int, help="sdf: optimizer steps (default: the budget decides)")
     p.add_argument("--resolution", type=positive_int, help="sdf: marching-cubes lattice points per side (default 256)")
     p.add_argument("--poisson-depth", type=positive_int, default=8, help="poisson: octree depth (default 8)")
+    p.add_argument("--poisson-trim", type=float, default=0.0, metavar="Q",
+                   help="poisson: remove the vertices whose Poisson density (the points' support) is below this "
+                   "quantile, the surface Poisson invents where there are no points: holes and open borders stay "
+                   "open (default 0: the closed surface)")
     p.add_argument("--overwrite", action="store_true", help="sdf: replace the run folder OUT-run if it exists")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -330,7 +337,7 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
 
         r = mesh_file(Path(args.inp), Path(args.out), args.method, args.denoise, args.weights, args.preset, args.time_budget,
                       args.steps, args.resolution, args.poisson_depth, args.overwrite, args.device, not args.no_progress,
-                      args.seed, args.voxel_size)
+                      args.seed, args.voxel_size, args.poisson_trim)
         print(f"wrote {r['out']}: {r['faces']:,} faces from {r['input_points']:,} points (denoise {r['denoise']}, "
               f"{r['method']}) in {r['seconds']:.1f} s" + (f"; the SDF run is {r['run']}" if "run" in r else ""))
         return 0
@@ -344,8 +351,9 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
             raise InputError(None, f"two outputs given: {args.out_positional} and --out {args.out}")
         r = process_file(args.pointcloud_command, Path(args.inp), Path(out), args.weights, getattr(args, "factor", 4.0),
                          getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
-                         progress=not args.no_progress, device=args.device)
-        print(f"wrote {out}: {r['output_points']:,} points from {r['input_points']:,} ({r['method']})")
+                         progress=not args.no_progress, device=args.device, normals=args.normals)
+        print(f"wrote {out}: {r['output_points']:,} points" + (" with normals" if r["normals"] else "")
+              + f" from {r['input_points']:,} ({r['method']})")
         return 0
     r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)
     if args.out:

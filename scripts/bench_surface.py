@@ -1,7 +1,7 @@
 """Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
 
     make meshes
-    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), scored by Chamfer-L1 to
@@ -11,11 +11,18 @@ reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the
   surface: the floor of the ratio at this count), and the network at the base voxel (no noise
   adaptation). Every mesh.
 sdf: clean dense scans (100,000 points with the mesh's face normals) to meshes: `fit-sdf`
-  (hashgrid_sdf, --budget seconds), screened Poisson (depth 8 and 9) and ball pivoting on the
+  (hashgrid_sdf, --budget seconds), screened Poisson (depth 8 and 9; 9 also with its vertices
+  of the lowest 1 % and 5 % density removed, `--poisson-trim`) and ball pivoting on the
   same points; Chamfer-L1 from 100,000 points sampled on each mesh to 100,000 on the truth, as
   a share of the diagonal, and seconds. Four meshes (SDF_MESHES).
 noisy: the 1 %-noise 5,000-point scans, denoised by the network, normals estimated (open3d),
   then the same three methods (`pointcloud mesh --method sdf|poisson|ball-pivoting`).
+normals: the normals that `denoise`/`reconstruct` write (estimated and oriented on the output),
+  on the reconstruct section's scans, against the true face normal at each point's nearest true
+  surface point: mean angle between the lines (orientation aside), and the share of points whose
+  normal points into the shape (an angle over 90 degrees; on an open mesh, against the side most
+  points chose; none on a mesh whose faces are wound inconsistently), for the network's `denoise` and
+  `reconstruct` outputs, MLS's output, and the noisy input itself. Every mesh.
 """
 
 from __future__ import annotations
@@ -144,6 +151,48 @@ def reconstruct(meshes, weights=None):
     return rows
 
 
+def normals(meshes, weights=None):
+    """Per case and mesh: the written normals' angle error and flipped share (module docstring)."""
+    import torch
+    import trimesh
+    from scipy.spatial import cKDTree
+
+    from inr.data.surfaces import estimate_normals
+    from inr.pointcloud.mls import mls_project
+    from inr.pointcloud.voxel import even_subsample
+    from inr.tasks.pointcloud import default_weights
+    from inr.tasks.pointcloud_train import load_weights
+
+    model = load_weights(Path(weights) if weights else default_weights())
+    rows = []
+    for case, (sigma, outliers) in CASES.items():
+        for name, mesh in meshes.items():
+            ref, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=1)
+            tree, ref_normals = cKDTree(np.asarray(ref)), mesh.face_normals[faces]
+            # which side is outside: a closed mesh's outward normals (a negative volume: wound
+            # inwards); an open one has no outside, so a normal is flipped against the majority
+            # side; with inconsistent winding the faces say nothing about sides
+            sides = "none" if not mesh.is_winding_consistent else "outward" if mesh.is_watertight else "majority"
+            if sides == "outward" and mesh.volume < 0:
+                ref_normals = -ref_normals
+            noisy = scan(mesh, sigma, outliers, seed=scan_seed(name))
+            full = model.reconstruct(torch.from_numpy(noisy).float())[0].double().numpy()
+            row = {"case": case, "mesh": name, "sides": sides}
+            for label, pts in (("input", noisy), ("MLS", mls_project(noisy)), ("denoise", even_subsample(full, len(noisy), 0)),
+                               ("reconstruct", even_subsample(full, 4 * len(noisy), 0))):
+                t = time.perf_counter()
+                est = estimate_normals(pts)
+                seconds = time.perf_counter() - t
+                cos = np.sum(est * ref_normals[tree.query(pts)[1]], axis=1)
+                row[f"{label}: angle (deg)"] = float(np.degrees(np.arccos(np.clip(np.abs(cos), 0, 1))).mean())
+                flipped = float(100 * np.mean(cos < 0))
+                row[f"{label}: flipped %"] = {"outward": flipped, "majority": min(flipped, 100 - flipped)}.get(sides, float("nan"))
+                row[f"{label}: s"] = seconds
+            rows.append(row)
+            print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
 def fit_sdf(points, normals, budget, work: Path, name: str, overrides=None):
     from inr.data.pointclouds import write_cloud
     from inr.tasks.run import RunOptions, train
@@ -168,6 +217,8 @@ def classical(points, normals):
 
     out = {}
     for label, fn in (("poisson 8", lambda: cl.poisson(points, normals, 8)), ("poisson 9", lambda: cl.poisson(points, normals, 9)),
+                      ("poisson 9 trim 0.01", lambda: cl.poisson(points, normals, 9, 0.01)),
+                      ("poisson 9 trim 0.05", lambda: cl.poisson(points, normals, 9, 0.05)),
                       ("ball pivoting", lambda: cl.ball_pivoting(points, normals))):
         t = time.perf_counter()
         mesh = fn()
@@ -206,6 +257,8 @@ def surfaces(meshes, budget, noisy: bool, weights=None, overrides=None, names=SD
                 row[f"{label} s"] = s
             row["prepare s"] = prep
             row["sdf / poisson 9"] = row["fit-sdf CL1 (1e-3 diag)"] / row["poisson 9 CL1 (1e-3 diag)"]
+            row["sdf / best poisson 9"] = row["fit-sdf CL1 (1e-3 diag)"] / min(
+                row[f"poisson 9{t} CL1 (1e-3 diag)"] for t in ("", " trim 0.01", " trim 0.05"))
             rows.append(row)
             print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     return rows
@@ -213,7 +266,7 @@ def surfaces(meshes, budget, noisy: bool, weights=None, overrides=None, names=SD
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy"])
+    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals"])
     ap.add_argument("--budget", type=float, default=105.0, help="fit-sdf training seconds per shape (105: with loading, the sign lattice and the mesh, under 120 s on this 2-core machine)")
     ap.add_argument("--meshes", help="comma-separated subset of the meshes (sdf and noisy: instead of SDF_MESHES)")
     ap.add_argument("--mesh-dir", default=str(MESH_DIR),
@@ -224,7 +277,7 @@ def main() -> None:
     progress.set_enabled(False)
     names = args.meshes.split(",") if args.meshes else None
     meshes = load_meshes(names, args.mesh_dir)
-    sections = args.only or ["reconstruct", "sdf", "noisy"]
+    sections = args.only or ["reconstruct", "normals", "sdf", "noisy"]
     if "reconstruct" in sections:
         rows = reconstruct(meshes, args.weights)
         save("surface_reconstruct", rows)
@@ -232,6 +285,11 @@ def main() -> None:
                            "reconstruct / input", "ideal / input", "base voxel: network / input",
                            "base voxel: reconstruct / input", "noise estimate / sigma", "voxel scale", "network points",
                            "network s", "MLS s"]))
+    if "normals" in sections:
+        rows = normals(meshes, args.weights)
+        save("surface_normals", rows)
+        print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
+                                              for c in ("angle (deg)", "flipped %", "s")]))
     for section in ("sdf", "noisy"):
         if section in sections:
             overrides = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.set)}
@@ -239,7 +297,8 @@ def main() -> None:
                             names=names or SDF_MESHES)
             save(f"surface_{section}", rows)
             cols = ["mesh", "input", "fit-sdf CL1 (1e-3 diag)", "untrimmed CL1 (1e-3 diag)", "trimmed faces %", "poisson 8 CL1 (1e-3 diag)", "poisson 9 CL1 (1e-3 diag)",
-                    "ball pivoting CL1 (1e-3 diag)", "sdf / poisson 9", "fit-sdf s", "steps", "poisson 9 s", "ball pivoting s"]
+                    "poisson 9 trim 0.01 CL1 (1e-3 diag)", "poisson 9 trim 0.05 CL1 (1e-3 diag)",
+                    "ball pivoting CL1 (1e-3 diag)", "sdf / poisson 9", "sdf / best poisson 9", "fit-sdf s", "steps", "poisson 9 s", "ball pivoting s"]
             print(table(rows, cols))
 
 

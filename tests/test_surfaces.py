@@ -34,6 +34,54 @@ def test_denoise_mls_baseline_cli(tmp_path, capsys):
     assert len(out) == 3000 and np.abs(np.linalg.norm(out, axis=1) - 1).mean() < 0.01
 
 
+def _torus(n, seed=0, big=1.0, small=0.35):
+    """n points on a torus around z, and their true outward normals."""
+    rng = np.random.default_rng(seed)
+    u, v = rng.uniform(0, 2 * np.pi, (2, n))
+    ring = np.stack([np.cos(u), np.sin(u), np.zeros(n)], -1)
+    normal = np.cos(v)[:, None] * ring + np.sin(v)[:, None] * np.array([0.0, 0, 1])
+    return big * ring + small * normal, normal
+
+
+def test_estimated_normals_are_outward_on_a_torus_also_when_oriented_on_a_subset():
+    # a torus's inner ring faces the centroid: only a consistent orientation (not "away from
+    # the centroid" point by point) gets it right, on all points or through a 600-point subset
+    from inr.data.surfaces import estimate_normals
+
+    pts, truth = _torus(6000)
+    for at_most in (10_000, 600):
+        cos = (estimate_normals(pts, orient_at_most=at_most) * truth).sum(1)
+        assert (cos > 0.95).mean() > 0.99, (at_most, (cos < 0).mean())
+
+
+def test_denoise_writes_oriented_normals_where_the_format_holds_them(tmp_path, capsys):
+    from inr.data.pointclouds import read_oriented_cloud
+
+    np.save(tmp_path / "in.npy", _torus(3000)[0] + np.random.default_rng(1).normal(scale=0.01, size=(3000, 3)))
+
+    def outward(path):
+        pts, _, normals = read_oriented_cloud(path)
+        ring = pts * np.array([1.0, 1, 0])
+        ring /= np.linalg.norm(ring, axis=1, keepdims=True)
+        true = pts - ring
+        return ((normals * true).sum(1) / np.linalg.norm(true, axis=1) > 0.9).mean()
+
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.ply"), "--baseline", "mls"]) == 0
+    assert "with normals" in capsys.readouterr().out
+    assert outward(tmp_path / "out.ply") > 0.98
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--baseline", "mls", "--normals"]) == 0
+    assert np.load(tmp_path / "out.npy").shape == (3000, 9) and outward(tmp_path / "out.npy") > 0.98
+    # off by default for NPY (its columns stay x y z), and off when asked
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "plain.npy"), "--baseline", "mls"]) == 0
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "plain.ply"), "--baseline", "mls", "--no-normals"]) == 0
+    assert np.load(tmp_path / "plain.npy").shape == (3000, 3) and read_oriented_cloud(tmp_path / "plain.ply")[2] is None
+    capsys.readouterr()
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.xyz"), "--baseline", "mls", "--normals"]) == 2
+    err = capsys.readouterr().err
+    assert "out.xyz" in err and "no place for normals" in err and err.count("\n") == 1
+    assert not (tmp_path / "out.xyz").exists()
+
+
 def test_new_shape_families_have_thin_parts_holes_and_open_cuts():
     from inr.pointcloud.shapes import creature, drilled, open_cut, sdf_mesh, sphere, winged
 
@@ -76,6 +124,29 @@ def test_training_mixes_given_meshes_with_synthetic_shapes_and_can_start_from_we
         assert torch.equal(module.model.state_dict()[k], v)
     with pytest.raises(InputError, match="other settings"):
         PointCloudModule({**shipped.cfg.to_dict(), "width": 8}, {"init_weights": str(default_weights())})
+
+
+def test_pointcloud_mesh_poisson_trim_keeps_an_open_scan_open(tmp_path, capsys):
+    # Poisson closes an open hemisphere with an invented cap; trimming its low-density vertices
+    # removes the cap (vertices far below the points) and keeps the scanned dome
+    import trimesh
+
+    dome = _sphere_points(12000, seed=2)
+    dome = dome[dome[:, 2] > 0]
+    write_cloud(tmp_path / "dome.ply", dome, normals=dome)
+    made = {}
+    for trim in ("0", "0.1"):
+        assert main(["pointcloud", "mesh", str(tmp_path / "dome.ply"), str(tmp_path / f"m{trim}.ply"), "--method", "poisson",
+                     "--denoise", "none", "--poisson-trim", trim, "--no-progress"]) == 0
+        made[trim] = trimesh.load(tmp_path / f"m{trim}.ply")
+    assert (made["0"].vertices[:, 2] < -0.2).sum() > 100
+    kept = made["0.1"].vertices
+    assert (kept[:, 2] < -0.05).sum() == 0 and kept[:, 2].max() > 0.95
+    assert np.abs(np.linalg.norm(kept, axis=1) - 1).mean() < 0.2 * np.abs(np.linalg.norm(made["0"].vertices, axis=1) - 1).mean()
+    capsys.readouterr()
+    assert main(["pointcloud", "mesh", str(tmp_path / "dome.ply"), str(tmp_path / "x.ply"), "--method", "poisson",
+                 "--poisson-trim", "1"]) == 2
+    assert "--poisson-trim" in capsys.readouterr().err and not (tmp_path / "x.ply").exists()
 
 
 def test_pointcloud_mesh_poisson_and_sdf(tmp_path, capsys):

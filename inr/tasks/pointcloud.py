@@ -87,12 +87,15 @@ def network_points(points: np.ndarray, weights: Optional[Path] = None, voxel: Op
 
 def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
                  baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
-                 voxel: Optional[float] = None, progress: bool = False, device: str = "auto") -> Dict[str, Any]:
+                 voxel: Optional[float] = None, progress: bool = False, device: str = "auto",
+                 normals: Optional[bool] = None) -> Dict[str, Any]:
     """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
     the network always denoises) a cloud file into another; or a baseline for denoise: 'open3d'
     (statistical outlier removal) or 'mls' (moving-least-squares projection, `inr.pointcloud.mls`).
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
-    The input's colours, if any, go to every output point from its nearest input point."""
+    The input's colours, if any, go to every output point from its nearest input point.
+    normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`);
+    None: where the format holds them (PLY, PCD) and open3d is installed."""
     import torch
 
     from ..data.pointclouds import FORMATS, write_cloud
@@ -106,6 +109,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         raise InputError(None, f"--factor must be > 0, got {factor}")
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
+    normals = _wants_normals(out, normals)
     points, colors = read_cloud(inp, "drop" if drop_duplicates else "error")
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
@@ -133,8 +137,28 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
 
         idx, _ = knn(torch.from_numpy(result).float(), torch.from_numpy(points).float(), 1)
         out_colors = colors[idx[:, 0].numpy()]
-    write_cloud(out, result, out_colors)
-    return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method}
+    out_normals = None
+    if normals:
+        from ..data.surfaces import estimate_normals
+
+        out_normals = estimate_normals(result, out)
+    write_cloud(out, result, out_colors, out_normals)
+    return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals}
+
+
+def _wants_normals(out: Path, asked: Optional[bool]) -> bool:
+    """Whether the output gets normals: as asked, or by default where its format holds them and
+    open3d (which estimates them) is installed. XYZ has no place for them."""
+    from .. import _external
+
+    suffix = out.suffix.lower()
+    if asked is None:
+        return suffix in (".ply", ".pcd") and _external.has_open3d()
+    if asked and suffix == ".xyz":
+        raise InputError(out, "XYZ files have no place for normals; write .ply, .pcd or .npy, or leave out --normals")
+    if asked and not _external.has_open3d():
+        raise InputError(None, "--normals needs open3d (the open3d extra), which estimates them")
+    return asked
 
 
 @register_task("pointcloud")

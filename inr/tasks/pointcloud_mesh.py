@@ -38,7 +38,8 @@ def denoise(points: np.ndarray, how: str, weights: Optional[str] = None, voxel: 
 def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "network", weights: Optional[str] = None,
               preset: Optional[str] = None, time_budget: Optional[float] = 120.0, steps: Optional[int] = None,
               resolution: Optional[int] = None, poisson_depth: int = 8, overwrite: bool = False, device: str = "auto",
-              progress: bool = True, seed: int = 0, voxel: Optional[float] = None) -> Dict[str, Any]:
+              progress: bool = True, seed: int = 0, voxel: Optional[float] = None,
+              poisson_trim: float = 0.0) -> Dict[str, Any]:
     from ..data.pointclouds import read_oriented_cloud, write_cloud
     from ..data.surfaces import estimate_normals
 
@@ -47,6 +48,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         raise InputError(None, f"--method must be one of {', '.join(METHODS)}")
     if denoiser not in DENOISERS:
         raise InputError(None, f"--denoise must be one of {', '.join(DENOISERS)}")
+    if not 0.0 <= poisson_trim < 1.0:
+        raise InputError(None, f"--poisson-trim is a quantile in [0, 1), got {poisson_trim:g}")
     run_dir = out.with_name(f"{out.stem}-run")
     oriented = out.with_name(f"{out.stem}-oriented.ply")
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
@@ -77,7 +80,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     else:
         from ..pointcloud import classical
 
-        mesh = (classical.poisson(cleaned, normals, poisson_depth) if method == "poisson"
+        mesh = (classical.poisson(cleaned, normals, poisson_depth, poisson_trim) if method == "poisson"
                 else classical.ball_pivoting(cleaned, normals))
         if len(mesh.faces) == 0:
             raise InputError(inp, f"{method} made no faces from this cloud")
