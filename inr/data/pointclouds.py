@@ -88,13 +88,13 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
     check_points(points, path, duplicates)
     if normals is not None:
         length = np.linalg.norm(normals, axis=1)
-        if not np.isfinite(normals).all() or (length < 1e-12).any():
+        if np.isfinite(normals).all() and (length >= 1e-12).all():
+            normals = normals / length[:, None]
+        elif bad_normals == "error":
             bad = int((~np.isfinite(length) | (length < 1e-12)).sum())
-            if bad_normals == "error":
-                raise InputError(path, f"{bad} of {len(points)} normals are zero, NaN or infinite")
+            raise InputError(path, f"{bad} of {len(points)} normals are zero, NaN or infinite")
+        else:
             normals = None
-    if normals is not None:
-        normals = normals / np.linalg.norm(normals, axis=1, keepdims=True)
     if duplicates == "drop":
         _, first = np.unique(points, axis=0, return_index=True)
         keep = np.sort(first)
