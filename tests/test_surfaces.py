@@ -173,3 +173,12 @@ def test_pointcloud_mesh_poisson_and_sdf(tmp_path, capsys):
     assert main(args) == 2 and "already holds a run" in capsys.readouterr().err
     assert main(["pointcloud", "mesh", str(tmp_path / "in.npy"), str(tmp_path / "x.stl")]) == 2
     assert "unsupported mesh format" in capsys.readouterr().err
+
+
+def test_read_surface_without_normals_reads_the_same_points_and_estimates_none(tmp_path):
+    from inr.data.surfaces import read_surface
+
+    np.save(tmp_path / "c.npy", _sphere_points(500, noise=0.01))
+    full, bare = read_surface(tmp_path / "c.npy"), read_surface(tmp_path / "c.npy", normals=False)
+    assert full.normals_from == "estimated" and bare.normals is None and bare.normals_from == "none"
+    assert np.array_equal(full.points, bare.points)

@@ -31,11 +31,11 @@ class Surface:
     """Oriented surface points (float64) and where they came from."""
 
     points: np.ndarray
-    normals: np.ndarray
+    normals: Optional[np.ndarray]
     source: str
     """'mesh' (sampled on faces) or 'points'."""
     normals_from: str
-    """'faces', 'file' or 'estimated'."""
+    """'faces', 'file', 'estimated' or 'none' (read_surface(..., normals=False) of a cloud without them)."""
     path: str
 
 
@@ -107,9 +107,12 @@ def orient_outwards(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
     return normals if outward >= 0 else -normals
 
 
-def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: str = "drop") -> Surface:
+def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: str = "drop",
+                 normals: bool = True) -> Surface:
     """The oriented points of a mesh (mesh_points samples, area-uniform, with face normals) or of
-    a point cloud (all its points; normals from the file or estimated)."""
+    a point cloud (all its points; normals from the file or estimated). normals=False: a cloud
+    without normals gets none (for callers that need only the points: no estimate to pay)."""
+    want_normals = normals
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
@@ -129,6 +132,8 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         raise InputError(path, f"holds {len(points)} points; a surface needs at least 10")
     if normals is not None:
         return Surface(points, normals, "points", "file", str(path))
+    if not want_normals:
+        return Surface(points, None, "points", "none", str(path))
     return Surface(points, estimate_normals(points, path), "points", "estimated", str(path))
 
 

@@ -206,17 +206,22 @@ def sdf_slice(module, size: int = 256, z: float = 0.0) -> torch.Tensor:
     return torch.where(edge, torch.zeros_like(base), base * bands).clamp(0, 1)
 
 
+def run_input(config: Dict[str, Any]) -> Optional[str]:
+    """The input file a run recorded (it may since be gone), or None."""
+    return (config.get("run") or {}).get("input") or None
+
+
 def run_input_points(config: Dict[str, Any]) -> Optional[np.ndarray]:
     """The points a fit-sdf run fitted (its input read again as the run read it: the same count
     and seed, so trimming finds the same spacing), or None when the input file is gone."""
     from ..data.surfaces import read_surface
 
     run = config.get("run") or {}
-    source = run.get("input")
+    source = run_input(config)
     if not source or not Path(source).is_file():
         return None
     mesh_points = (run.get("task_options") or {}).get("mesh_points") or SdfOptions.mesh_points
-    return read_surface(source, int(mesh_points), int(run.get("seed") or 0)).points
+    return read_surface(source, int(mesh_points), int(run.get("seed") or 0), normals=False).points
 
 
 def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device: str = "auto",
@@ -239,7 +244,7 @@ def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device
     if trim > 0:
         points = run_input_points(config)
         if points is None:
-            raise InputError(run_dir, f"the run's input ({(config.get('run') or {}).get('input')}) is gone, so the "
+            raise InputError(run_dir, f"the run's input ({run_input(config)}) is gone, so the "
                              "mesh cannot be trimmed to it (--trim 0: the whole level set)")
     try:
         mesh, _ = trim_mesh(mesh_of(module, resolution), module, resolution, points, trim)

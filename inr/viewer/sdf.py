@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..tasks.run import load_run
-from ..tasks.sdf import mesh_of, run_input_points, sdf_slice, trim_mesh
+from ..tasks.sdf import mesh_of, run_input, run_input_points, sdf_slice, trim_mesh
 from ..tasks.sdf_fit import SdfFitModule
 
 MAX_INPUT_POINTS = 200_000
@@ -35,7 +35,7 @@ class SdfViewer:
         # trims re-extracted meshes as mesh.ply was
         self.trim = float(self.module.train_cfg.mesh_trim)
         self.points = None
-        source = (self.config.get("run") or {}).get("input")
+        source = run_input(self.config)
         can_trim = self.trim > 0 and bool(source) and Path(source).is_file()
         self.trimmed = gui.add_checkbox(f"trim to the input ({self.trim:g} units, as mesh.ply)",
                                         initial_value=can_trim, disabled=not can_trim)
@@ -60,13 +60,13 @@ class SdfViewer:
         self.show_slice.on_update(lambda _: setattr(self.plane, "visible", bool(self.show_slice.value)))
 
     def _add_input(self, scene) -> None:
-        cfg_input = (self.config.get("run") or {}).get("input")
+        cfg_input = run_input(self.config)
         self.input_handle = None
         if not cfg_input or not Path(cfg_input).is_file():
             return
         from ..data.surfaces import read_surface
 
-        surface = read_surface(cfg_input, mesh_points=MAX_INPUT_POINTS)
+        surface = read_surface(cfg_input, mesh_points=MAX_INPUT_POINTS, normals=False)  # points to show only
         pts = surface.points
         if len(pts) > MAX_INPUT_POINTS:
             pts = pts[np.random.default_rng(0).choice(len(pts), MAX_INPUT_POINTS, replace=False)]
