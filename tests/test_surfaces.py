@@ -147,6 +147,9 @@ def test_pointcloud_mesh_poisson_trim_keeps_an_open_scan_open(tmp_path, capsys):
     assert main(["pointcloud", "mesh", str(tmp_path / "dome.ply"), str(tmp_path / "x.ply"), "--method", "poisson",
                  "--poisson-trim", "1"]) == 2
     assert "--poisson-trim" in capsys.readouterr().err and not (tmp_path / "x.ply").exists()
+    assert main(["pointcloud", "mesh", str(tmp_path / "dome.ply"), str(tmp_path / "x.ply"), "--method", "ball-pivoting",
+                 "--poisson-trim", "0.1"]) == 2  # not silently ignored
+    assert "needs --method poisson" in capsys.readouterr().err and not (tmp_path / "x.ply").exists()
 
 
 def test_pointcloud_mesh_poisson_and_sdf(tmp_path, capsys):

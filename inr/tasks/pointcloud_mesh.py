@@ -50,6 +50,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         raise InputError(None, f"--denoise must be one of {', '.join(DENOISERS)}")
     if not 0.0 <= poisson_trim < 1.0:
         raise InputError(None, f"--poisson-trim is a quantile in [0, 1), got {poisson_trim:g}")
+    if poisson_trim and method != "poisson":
+        raise InputError(None, f"--poisson-trim trims Poisson's surface: it needs --method poisson (got {method})")
     run_dir = out.with_name(f"{out.stem}-run")
     oriented = out.with_name(f"{out.stem}-oriented.ply")
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
