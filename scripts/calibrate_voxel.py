@@ -1,7 +1,7 @@
 """Calibrates the point-cloud network's noise-adaptive voxel (`inr.pointcloud.reconstruct.VOXEL_RULE`)
 on the training generator's shapes (never on the held-out meshes).
 
-    .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--out calibration.json] [--records calibration.json]
+    .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--weights FILE] [--out calibration.json] [--records calibration.json]
 
 For synthetic shapes at known noise levels and point counts it records (1) the noise residual
 (`Reconstructor.noise_level`: the median distance of the input points to the planes of the
@@ -82,12 +82,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=321)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--records", type=Path, default=None, help="refit the rule on saved records (no network runs)")
+    ap.add_argument("--weights", type=Path, default=None, help="the network to calibrate for (default: the shipped weights)")
     args = ap.parse_args()
     if args.records:
         report(json.loads(args.records.read_text())["records"])
         return
     torch.set_num_threads(2)
-    model = load_weights(default_weights())
+    model = load_weights(args.weights or default_weights())
     rng = np.random.default_rng(args.seed)
     stream = ShapeStream(PointCloudTrainConfig(), None, args.seed)
     records = []

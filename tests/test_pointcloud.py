@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -317,6 +319,52 @@ def test_reconstruction_network_overfits_one_shape():
     before = compare(noisy.double().numpy(), clean.double().numpy(), 0.01)["chamfer_l1"]
     after = compare(pts.double().numpy(), clean.double().numpy(), 0.01)["chamfer_l1"]
     assert after < 0.7 * before, (after, before)
+
+
+def test_voxel_features_hand_computed_with_and_without_moments():
+    from inr.pointcloud.reconstruct import candidate_input
+    from inr.pointcloud.voxel import pack_keys
+
+    # voxel (0,0,0): two points, offsets from the centre (-0.4,-0.3,-0.2) and (0,-0.3,0.4); mean
+    # (-0.2,-0.3,0.1), deviations +-(0.2,0,0.3): covariance xx .04, zz .09, xz .06 (x4 as features).
+    # voxel (2,0,0): one point, no spread. Its 27-neighbourhood and (0,0,0)'s: 45 candidates.
+    u = torch.tensor([[0.1, 0.2, 0.3], [0.5, 0.2, 0.9], [2.25, 0.5, 0.75]])
+    plain, with_moments = candidate_input(u), candidate_input(u, moments=True)
+    assert len(plain) == len(with_moments) == 45 and plain.feats.shape[1] == 5 and with_moments.feats.shape[1] == 11
+    torch.testing.assert_close(with_moments.feats[:, :5], plain.feats)
+    row = {tuple(c): i for i, c in enumerate(plain.coords.tolist())}
+    a, b = row[(0, 0, 0)], row[(2, 0, 0)]
+    torch.testing.assert_close(plain.feats[a], torch.tensor([math.log(3.0), -0.2, -0.3, 0.1, 1.0]))
+    torch.testing.assert_close(plain.feats[b], torch.tensor([math.log(2.0), -0.25, 0.0, 0.25, 1.0]))
+    torch.testing.assert_close(with_moments.feats[a, 5:], torch.tensor([0.16, 0.0, 0.36, 0.0, 0.24, 0.0]))
+    torch.testing.assert_close(with_moments.feats[b, 5:], torch.zeros(6))
+    empty = [i for c, i in row.items() if c not in ((0, 0, 0), (2, 0, 0))]
+    assert float(with_moments.feats[empty].abs().max()) == 0.0
+    assert torch.equal(plain.keys, torch.sort(plain.keys).values) and torch.equal(plain.keys, pack_keys(plain.coords, plain.batch))
+
+
+def test_weights_without_moments_seed_a_model_with_them_unchanged():
+    # fine-tuning a model that reads the moments from weights that do not: the new input
+    # channels start at zero weight, so the seeded model gives the old one's output exactly
+    from dataclasses import replace
+
+    from inr.errors import InputError
+    from inr.pointcloud.network import ReconstructionConfig
+    from inr.pointcloud.reconstruct import Reconstructor
+    from inr.tasks.pointcloud_train import seed_weights
+
+    torch.manual_seed(0)
+    cfg = ReconstructionConfig(width=8, d_model=16, heads=2, layers=1, neighbours=8)
+    old = Reconstructor(cfg, 12.0).eval()
+    new = Reconstructor(replace(cfg, moments=True), 12.0)
+    seed_weights(new, old, "old.pt")
+    noisy, _ = _fixed_pair()
+    a, b = old.reconstruct(noisy, adaptive=False)[0], new.eval().reconstruct(noisy, adaptive=False)[0]
+    assert len(a) > 0 and torch.equal(a, b)
+    stem = new.stage1.stem.conv.weight.detach()
+    assert stem.shape[1] == 11 and int(torch.count_nonzero(stem[:, 5:])) == 0
+    with pytest.raises(InputError, match="other settings"):
+        seed_weights(old, new, "new.pt")  # the other way round would drop what the model learned
 
 
 def test_chamfer_loss_value_and_gradient():

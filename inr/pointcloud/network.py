@@ -42,6 +42,10 @@ class ReconstructionConfig:
     pe_alpha: float = 1.0
     pe_scale: float = 4.0
     """r of the encoding, in voxels: the slowest band is sin(pi d / r)."""
+    moments: bool = False
+    """Stage 1 also reads each voxel's second moments: the covariance of its points (6 values,
+    in voxel units squared, x4). The spread of the points, which the mean offset cannot show,
+    tells noise from thickness."""
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -105,10 +109,12 @@ class VoxelNet(nn.Module):
     """Stage 1: candidate voxels -> occupancy logits per hourglass."""
 
     IN_FEATURES = 5  # log(1 + count), mean offset (3), is_input
+    MOMENT_FEATURES = 6  # with cfg.moments: covariance xx, yy, zz, xy, xz, yz
 
     def __init__(self, cfg: ReconstructionConfig) -> None:
         super().__init__()
-        self.stem = _Block(self.IN_FEATURES, cfg.width)
+        self.in_features = self.IN_FEATURES + self.MOMENT_FEATURES * cfg.moments
+        self.stem = _Block(self.in_features, cfg.width)
         self.hourglasses = nn.ModuleList([Hourglass(cfg.width, cfg.depth) for _ in range(cfg.hourglasses)])
         self.mix = nn.ModuleList([nn.Linear(cfg.width + 1, cfg.width) for _ in range(cfg.hourglasses - 1)])
 

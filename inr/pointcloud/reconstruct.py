@@ -105,26 +105,39 @@ def from_voxel_units(u: torch.Tensor, frame: Frame) -> torch.Tensor:
     return u * frame.voxel + frame.centre
 
 
-def candidate_input(u: torch.Tensor) -> SparseTensor:
+def candidate_input(u: torch.Tensor, moments: bool = False) -> SparseTensor:
     """Candidate voxels (input voxels and their neighbours) of points u (N, 3) in voxel units,
-    with features [log(1 + count), mean offset of the points from the centre (3), is_input]."""
+    with features [log(1 + count), mean offset of the points from the centre (3), is_input] and,
+    with `moments`, the covariance of the voxel's points about their mean (xx, yy, zz, xy, xz,
+    yz; x4, so that points spread evenly over the voxel give 1/3 on the diagonal)."""
     ijk = torch.floor(u).long()
     dev = u.device
     zeros = torch.zeros(len(u), dtype=torch.long, device=dev)
     in_keys, inverse, counts = torch.unique(pack_keys(ijk, zeros), return_inverse=True, return_counts=True)
-    offset_sum = torch.zeros(len(in_keys), 3, device=dev).index_add_(0, inverse, u - ijk.float() - 0.5)
+    rel = u - ijk.float() - 0.5
+    n = counts[:, None].float()
+    mean = torch.zeros(len(in_keys), 3, device=dev).index_add_(0, inverse, rel) / n
     in_coords = torch.empty(len(in_keys), 3, dtype=torch.long, device=dev)
     in_coords[inverse] = ijk
     coords, batch, is_input = candidate_sites(in_coords, torch.zeros(len(in_keys), dtype=torch.long, device=dev))
     keys = pack_keys(coords, batch)
     pos = torch.searchsorted(in_keys, keys).clamp(max=len(in_keys) - 1)
-    feats = torch.zeros(len(coords), VoxelNet.IN_FEATURES, device=dev)
+    feats = torch.zeros(len(coords), VoxelNet.IN_FEATURES + VoxelNet.MOMENT_FEATURES * moments, device=dev)
     rows = is_input.nonzero()[:, 0]
     src = pos[rows]
     feats[rows, 0] = torch.log1p(counts[src].float())
-    feats[rows, 1:4] = offset_sum[src] / counts[src, None].float()
+    feats[rows, 1:4] = mean[src]
     feats[rows, 4] = 1.0
+    if moments:
+        d = rel - mean[inverse]
+        i, j = MOMENT_PAIRS
+        cov = torch.zeros(len(in_keys), 6, device=dev).index_add_(0, inverse, d[:, i] * d[:, j]) / n
+        feats[rows, 5:] = 4.0 * cov[src]
     return SparseTensor(coords, feats, batch, _sorted_keys=keys)
+
+
+MOMENT_PAIRS = ([0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2])
+"""Coordinate pairs of the covariance features: xx, yy, zz, xy, xz, yz."""
 
 
 def neighbours(centres: torch.Tensor, u: torch.Tensor, k: int, reach: float = 1.5) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -177,7 +190,7 @@ class Reconstructor(nn.Module):
         if self.training:
             self.max_density.fill_(max(float(self.max_density), density(noisy, frame.voxel)))
         u, v = to_voxel_units(noisy, frame), to_voxel_units(clean, frame)
-        x = candidate_input(u)
+        x = candidate_input(u, self.cfg.moments)
         out = self.stage1(x)
         gt_keys = torch.unique(pack_keys(torch.floor(v).long(), torch.zeros(len(v), dtype=torch.long, device=v.device)))
         target = torch.isin(x.keys, gt_keys).float()
@@ -253,7 +266,7 @@ class Reconstructor(nn.Module):
         for start in starts:
             near = ((ijk >= start - margin) & (ijk < start + tile + margin)).all(1) if len(starts) > 1 else slice(None)
             u_t = u[near]
-            x = candidate_input(u_t)
+            x = candidate_input(u_t, self.cfg.moments)
             out = self.stage1(x)
             keep = torch.sigmoid(out.logits[-1]) > threshold
             if len(starts) > 1:

@@ -7,7 +7,7 @@ Each step takes one shape: a random synthetic one (`inr.pointcloud.shapes`) or, 
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -90,10 +90,7 @@ class PointCloudModule(L.LightningModule):
         self.cfg = PointCloudTrainConfig.from_dict(dict(train))
         self.model = Reconstructor(ReconstructionConfig(**model), self.cfg.voxels_per_diagonal)
         if self.cfg.init_weights:
-            start = load_weights(Path(self.cfg.init_weights))
-            if start.cfg != self.model.cfg:
-                raise InputError(self.cfg.init_weights, "holds a model of other settings than the preset's field")
-            self.model.load_state_dict(start.state_dict())
+            seed_weights(self.model, load_weights(Path(self.cfg.init_weights)), self.cfg.init_weights)
 
     def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         retarget_learning_rate(checkpoint, float(self.cfg.lr))  # a resumed run may change train.lr
@@ -108,6 +105,19 @@ class PointCloudModule(L.LightningModule):
 
     def configure_optimizers(self):
         return adam_with_decay(self.model.parameters(), self.cfg, getattr(self, "decay_horizon", None))
+
+
+def seed_weights(model: Reconstructor, start: Reconstructor, source: str) -> None:
+    """Copy `start`'s weights into `model` (fine-tuning). The settings must match, except that
+    weights without the moment features may seed a model with them: their input channels start
+    at zero weight, so the model starts as the one it came from."""
+    state = start.state_dict()
+    if not start.cfg.moments and model.cfg.moments and replace(start.cfg, moments=True) == model.cfg:
+        w = state["stage1.stem.conv.weight"]  # (kernel, in, out)
+        state["stage1.stem.conv.weight"] = torch.cat([w, w.new_zeros(w.shape[0], model.stage1.in_features - w.shape[1], w.shape[2])], 1)
+    elif start.cfg != model.cfg:
+        raise InputError(source, "holds a model of other settings than the preset's field")
+    model.load_state_dict(state)
 
 
 def shape_data(cfg: PointCloudTrainConfig, meshes, seed: int) -> DataLoader:
