@@ -44,8 +44,8 @@ class ReconstructionConfig:
     """r of the encoding, in voxels: the slowest band is sin(pi d / r)."""
     moments: bool = False
     """Stage 1 also reads each voxel's second moments: the covariance of its points (6 values,
-    in voxel units squared, x4). The spread of the points, which the mean offset cannot show,
-    tells noise from thickness."""
+    in voxel units squared, x4): the points' spread, which the mean offset cannot show, meant to
+    tell noise from a thin part's thickness. Off in the shipped weights (README, "Surfaces")."""
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
