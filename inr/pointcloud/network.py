@@ -111,9 +111,13 @@ class VoxelNet(nn.Module):
     IN_FEATURES = 5  # log(1 + count), mean offset (3), is_input
     MOMENT_FEATURES = 6  # with cfg.moments: covariance xx, yy, zz, xy, xz, yz
 
+    @classmethod
+    def input_width(cls, moments: bool) -> int:
+        return cls.IN_FEATURES + cls.MOMENT_FEATURES * moments
+
     def __init__(self, cfg: ReconstructionConfig) -> None:
         super().__init__()
-        self.in_features = self.IN_FEATURES + self.MOMENT_FEATURES * cfg.moments
+        self.in_features = self.input_width(cfg.moments)
         self.stem = _Block(self.in_features, cfg.width)
         self.hourglasses = nn.ModuleList([Hourglass(cfg.width, cfg.depth) for _ in range(cfg.hourglasses)])
         self.mix = nn.ModuleList([nn.Linear(cfg.width + 1, cfg.width) for _ in range(cfg.hourglasses - 1)])

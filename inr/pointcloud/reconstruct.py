@@ -105,6 +105,10 @@ def from_voxel_units(u: torch.Tensor, frame: Frame) -> torch.Tensor:
     return u * frame.voxel + frame.centre
 
 
+MOMENT_PAIRS = ([0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2])
+"""Coordinate pairs of the covariance features: xx, yy, zz, xy, xz, yz."""
+
+
 def candidate_input(u: torch.Tensor, moments: bool = False) -> SparseTensor:
     """Candidate voxels (input voxels and their neighbours) of points u (N, 3) in voxel units,
     with features [log(1 + count), mean offset of the points from the centre (3), is_input] and,
@@ -122,7 +126,7 @@ def candidate_input(u: torch.Tensor, moments: bool = False) -> SparseTensor:
     coords, batch, is_input = candidate_sites(in_coords, torch.zeros(len(in_keys), dtype=torch.long, device=dev))
     keys = pack_keys(coords, batch)
     pos = torch.searchsorted(in_keys, keys).clamp(max=len(in_keys) - 1)
-    feats = torch.zeros(len(coords), VoxelNet.IN_FEATURES + VoxelNet.MOMENT_FEATURES * moments, device=dev)
+    feats = torch.zeros(len(coords), VoxelNet.input_width(moments), device=dev)
     rows = is_input.nonzero()[:, 0]
     src = pos[rows]
     feats[rows, 0] = torch.log1p(counts[src].float())
@@ -134,10 +138,6 @@ def candidate_input(u: torch.Tensor, moments: bool = False) -> SparseTensor:
         cov = torch.zeros(len(in_keys), 6, device=dev).index_add_(0, inverse, d[:, i] * d[:, j]) / n
         feats[rows, 5:] = 4.0 * cov[src]
     return SparseTensor(coords, feats, batch, _sorted_keys=keys)
-
-
-MOMENT_PAIRS = ([0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2])
-"""Coordinate pairs of the covariance features: xx, yy, zz, xy, xz, yz."""
 
 
 def neighbours(centres: torch.Tensor, u: torch.Tensor, k: int, reach: float = 1.5) -> Tuple[torch.Tensor, torch.Tensor]:
