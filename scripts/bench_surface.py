@@ -143,7 +143,7 @@ def reconstruct(meshes, weights=None):
                    "ideal / input": cl1(ideal, ref) / c_in,
                    "base voxel: network / input": cl1(even_subsample(base_full, len(noisy), 0), ref) / c_in,
                    "base voxel: reconstruct / input": cl1(even_subsample(base_full, 4 * len(noisy), 0), ref) / c_in,
-                   "noise estimate / sigma": level * base / (sigma * diag), "voxel scale": voxel_scale(level),
+                   "noise estimate / sigma": level * base / (sigma * diag), "voxel scale": voxel_scale(level, model.rule),
                    "network points": len(full), "network s": t_net, "MLS s": t_mls}
             row["network <= MLS"] = "yes" if row["network / input"] <= row["MLS / input"] else "NO"
             rows.append(row)

@@ -1,7 +1,8 @@
-"""Calibrates the point-cloud network's noise-adaptive voxel (`inr.pointcloud.reconstruct.VOXEL_RULE`)
-on the training generator's shapes (never on the held-out meshes).
+"""Calibrates a point-cloud network's noise-adaptive voxel (its weights' `voxel_rule`; see
+`inr.pointcloud.reconstruct.VOXEL_RULE`) on the training generator's shapes (never on the
+held-out meshes).
 
-    .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--weights FILE] [--out calibration.json] [--records calibration.json]
+    .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--weights FILE] [--out calibration.json] [--records calibration.json] [--write]
 
 For synthetic shapes at known noise levels and point counts it records (1) the noise residual
 (`Reconstructor.noise_level`: the median distance of the input points to the planes of the
@@ -10,7 +11,8 @@ network's points (4x the input's count, evenly subsampled) at several voxel scal
 the rule's knots (the residuals where the scale is 0.5, 0.75 and 1; linear between, held beyond)
 by a grid search for the lowest mean score over all records (a score between two tried scales
 is interpolated linearly), and prints the fitted rule's mean score beside the base voxel's (scale
-1), the shipped rule's and the best scale per record (the floor). --records refits saved records.
+1), the rule the weights carry and the best scale per record (the floor). --records refits saved
+records; --write stores the fitted rule in the weights file (--weights, default the shipped one).
 """
 
 from __future__ import annotations
@@ -27,16 +29,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import table  # noqa: E402
 
 from inr.pointcloud.metrics import compare  # noqa: E402
-from inr.pointcloud.reconstruct import VOXEL_RULE, make_frame, voxel_scale  # noqa: E402
+from inr.pointcloud.reconstruct import make_frame, voxel_scale  # noqa: E402
 from inr.pointcloud.shapes import Corruption, corrupt, sample_surface  # noqa: E402
 from inr.pointcloud.voxel import even_subsample  # noqa: E402
 from inr.presets import PointCloudTrainConfig  # noqa: E402
 from inr.tasks.pointcloud import default_weights  # noqa: E402
-from inr.tasks.pointcloud_train import ShapeStream, load_weights  # noqa: E402
+from inr.tasks.pointcloud_train import ShapeStream, load_weights, store_voxel_rule  # noqa: E402
 
 SIGMAS = (0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.025)
 COUNTS = (2500, 5000, 10000)
 SCALES = (0.5, 0.625, 0.75, 0.875, 1.0)
+SCALE_KNOTS = (0.5, 0.75, 1.0)
+"""The rule's scales; its noise knots are fitted."""
 
 
 def score_at(record, scale: float) -> float:
@@ -46,7 +50,7 @@ def score_at(record, scale: float) -> float:
 
 
 def rule_scale(knots, residual: float) -> float:
-    return voxel_scale(residual, tuple(zip(knots, (0.5, 0.75, 1.0))))
+    return voxel_scale(residual, tuple(zip(knots, SCALE_KNOTS)))
 
 
 def mean_score(records, knots) -> float:
@@ -65,15 +69,17 @@ def fit(records):
     return best
 
 
-def report(records) -> None:
+def report(records, carried) -> tuple:
+    """Prints the fitted rule beside the others; returns its knots as (noise, scale) pairs."""
     m, knots = fit(records)
-    shipped = tuple(x for x, _ in VOXEL_RULE)
     rows = [{"voxel": "base (scale 1)", "mean output/input Chamfer-L1": float(np.mean([score_at(r, 1.0) for r in records]))},
-            {"voxel": f"shipped rule, knots {shipped}", "mean output/input Chamfer-L1": mean_score(records, shipped)},
+            {"voxel": f"the weights' rule {carried}", "mean output/input Chamfer-L1":
+             float(np.mean([score_at(r, voxel_scale(r["residual"], carried)) for r in records]))},
             {"voxel": f"fitted rule, knots {knots}", "mean output/input Chamfer-L1": m},
             {"voxel": "best tried scale per record (floor)", "mean output/input Chamfer-L1":
              float(np.mean([min(r["scores"].values()) for r in records]))}]
     print(table(rows, list(rows[0])))
+    return tuple(zip(knots, SCALE_KNOTS))
 
 
 def main() -> None:
@@ -83,12 +89,22 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--records", type=Path, default=None, help="refit the rule on saved records (no network runs)")
     ap.add_argument("--weights", type=Path, default=None, help="the network to calibrate for (default: the shipped weights)")
+    ap.add_argument("--write", action="store_true", help="store the fitted rule in the weights file")
     args = ap.parse_args()
+    weights = args.weights or default_weights()
+    model = load_weights(weights)
     if args.records:
-        report(json.loads(args.records.read_text())["records"])
-        return
+        records = json.loads(args.records.read_text())["records"]
+    else:
+        records = measure(model, args)
+    rule = report(records, model.rule)
+    if args.write:
+        store_voxel_rule(weights, rule)
+        print(f"stored the rule {rule} in {weights}")
+
+
+def measure(model, args) -> list:
     torch.set_num_threads(2)
-    model = load_weights(args.weights or default_weights())
     rng = np.random.default_rng(args.seed)
     stream = ShapeStream(PointCloudTrainConfig(), None, args.seed)
     records = []
@@ -118,9 +134,9 @@ def main() -> None:
                      "residual range": f"{min(r['residual'] for r in recs):.2f}-{max(r['residual'] for r in recs):.2f}",
                      **{f"scale {s}": mean[s] for s in SCALES}, "best scale": min(mean, key=mean.get)})
     print(table(rows, list(rows[0])))
-    report(records)
     if args.out:
         args.out.write_text(json.dumps({"records": records, "summary": rows}, indent=1))
+    return records
 
 
 if __name__ == "__main__":

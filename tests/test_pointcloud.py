@@ -414,6 +414,41 @@ def tiny_weights(tmp_path_factory):
     return out / "model.pt"
 
 
+def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_weights, monkeypatch):
+    # the rule is stored in the weights file and read back; a file from before it was stored
+    # gets VOXEL_RULE; reconstruct scales the base voxel by the weights' rule at the read noise
+    import shutil
+
+    from inr.errors import InputError
+    from inr.pointcloud.reconstruct import VOXEL_RULE, Reconstructor, make_frame
+    from inr.tasks.pointcloud_train import load_weights, store_voxel_rule
+
+    path = tmp_path / "w.pt"
+    shutil.copy(tiny_weights, path)
+    assert load_weights(path).rule == VOXEL_RULE  # a new training starts from the default
+    rule = ((0.2, 0.5), (0.4, 0.75), (0.6, 1.0))
+    store_voxel_rule(path, rule)
+    model = load_weights(path)
+    assert model.rule == rule
+    before = torch.load(tiny_weights, weights_only=True)
+    after = torch.load(path, weights_only=True)
+    assert after["config"] == before["config"] and all(torch.equal(before["state_dict"][k], v) for k, v in after["state_dict"].items() if k != "voxel_rule")
+    del after["state_dict"]["voxel_rule"]
+    torch.save(after, tmp_path / "old.pt")
+    assert load_weights(tmp_path / "old.pt").rule == VOXEL_RULE
+    voxels = []
+    monkeypatch.setattr(Reconstructor, "_noise_at", lambda self, noisy, frame: 0.3)  # halfway between the first knots
+    monkeypatch.setattr(Reconstructor, "_run", lambda self, noisy, frame, *a: voxels.append(frame.voxel) or noisy[:0])
+    cloud = torch.from_numpy(_sphere_points(800, noise=0.01)).float()
+    model.max_density.fill_(100.0)  # the diagonal's voxel holds (two training steps saw only sparse clouds)
+    model.reconstruct(cloud)
+    base = make_frame(cloud, model.voxels_per_diagonal, float(model.max_density)).voxel
+    assert voxels == [pytest.approx(base * 0.625)]
+    (tmp_path / "bad.pt").write_bytes(b"x")
+    with pytest.raises(InputError, match="not a point-cloud weights file"):
+        store_voxel_rule(tmp_path / "bad.pt", rule)
+
+
 def test_denoise_densify_reconstruct_cli(tmp_path, tiny_weights, capsys):
     import numpy as np
 
@@ -521,7 +556,7 @@ def test_shipped_weights_measure_the_noise_and_adapt_the_voxel():
         base = make_frame(noisy, model.voxels_per_diagonal, float(model.max_density)).voxel
         level = model.noise_level(noisy)
         assert level * base == pytest.approx(sigma * diag, rel=0.15)
-        outputs[sigma] = (voxel_scale(level), len(model.reconstruct(noisy)[0]), len(model.reconstruct(noisy, adaptive=False)[0]))
+        outputs[sigma] = (voxel_scale(level, model.rule), len(model.reconstruct(noisy)[0]), len(model.reconstruct(noisy, adaptive=False)[0]))
     assert outputs[0.005][0] == 0.5 and outputs[0.005][1] > 2.5 * outputs[0.005][2]
     assert outputs[0.02][0] == 1.0 and outputs[0.02][1] == outputs[0.02][2]
 

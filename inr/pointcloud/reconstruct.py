@@ -6,7 +6,7 @@ base voxel holds unless it puts more input points per occupied voxel than traini
 (a dense scan; the model records that density): then it shrinks until the density is back in
 the trained range. Otherwise the voxel adapts to the noise: the noise is read from a first,
 coarse pass (`noise_level`), and the cloud is then reconstructed once at the voxel the noise
-asks for (`VOXEL_RULE`: finer for less noise). Large grids are processed in tiles with
+asks for (the weights' `voxel_rule`: finer for less noise). Large grids are processed in tiles with
 overlapping margins (`reconstruct`).
 """
 
@@ -36,10 +36,12 @@ once, by the tile that sees it with the most context."""
 
 VOXEL_RULE = ((0.36, 0.5), (0.78, 0.75), (0.88, 1.0))
 """(noise in base voxels, voxel scale) knots: the voxel is the base voxel times the scale,
-interpolated linearly between the knots and held at the end ones. Calibrated on the training
-generator's shapes (never on held-out meshes) by `scripts/calibrate_voxel.py`: the finest voxel
-scores best while the noise stays within about what training showed per voxel; beyond, the
-base voxel does."""
+interpolated linearly between the knots and held at the end ones. The rule belongs to a network
+(how much noise it removes per voxel), so weights carry their own (`Reconstructor.voxel_rule`,
+fitted on the training generator's shapes, never on held-out meshes, by
+`scripts/calibrate_voxel.py --write`): the finest voxel scores best while the noise stays within
+about what training showed per voxel; beyond, the base voxel does. These knots, calibrated for
+the network shipped before the rule was stored, serve weights that carry none and new trainings."""
 
 NOISE_QUERIES = 20_000
 """At most about this many input points (every k-th) measure the noise."""
@@ -181,6 +183,13 @@ class Reconstructor(nn.Module):
         self.stage2 = PointNet(self.cfg)
         # the most input points per occupied voxel seen in training: inference stays at or below it
         self.register_buffer("max_density", torch.tensor(0.0))
+        # (noise, scale) knots of the noise-adaptive voxel, calibrated for these weights
+        self.register_buffer("voxel_rule", torch.tensor(VOXEL_RULE))
+
+    @property
+    def rule(self) -> Tuple[Tuple[float, float], ...]:
+        """The weights' voxel rule as (noise in base voxels, voxel scale) knots (`voxel_scale`)."""
+        return tuple((round(x, 6), round(y, 6)) for x, y in self.voxel_rule.tolist())  # float32 -> the stored decimals
 
     def forward(self, noisy: torch.Tensor, clean: torch.Tensor, on_predicted: bool = True) -> Dict[str, torch.Tensor]:
         """Losses of one pair. Stage 2 places points in the true voxels and, with on_predicted,
@@ -216,7 +225,7 @@ class Reconstructor(nn.Module):
         """(points (V * K, 3) in world units, voxel index (V * K,)) of the predicted surface.
 
         voxel: the voxel side in world units. Default: the base voxel of the module docstring's
-        rule, then, with `adaptive`, the noise-adaptive voxel (`noise_level`, `VOXEL_RULE`):
+        rule, then, with `adaptive`, the noise-adaptive voxel (`noise_level`, `rule`):
         finer where the cloud's noise, read from a coarse pass first, is low enough for it.
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
         progress bar on stderr when `progress` is set. `noisy` may be on any device: the model
@@ -231,7 +240,7 @@ class Reconstructor(nn.Module):
         # scan's voxel has already shrunk for its density
         dense = frame.voxel < float((noisy.max(0).values - noisy.min(0).values).norm()) / self.voxels_per_diagonal
         if voxel is None and adaptive and not dense:
-            frame = Frame(frame.centre, frame.voxel * voxel_scale(self._noise_at(noisy, frame)))
+            frame = Frame(frame.centre, frame.voxel * voxel_scale(self._noise_at(noisy, frame), self.rule))
         pts = self._run(noisy, frame, threshold, tile, margin, progress)
         voxel_index = torch.arange(len(pts) // self.cfg.points_per_voxel, device=home).repeat_interleave(self.cfg.points_per_voxel)
         return pts.to(home), voxel_index

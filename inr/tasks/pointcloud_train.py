@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig
-from ..pointcloud.reconstruct import Reconstructor
+from ..pointcloud.reconstruct import VOXEL_RULE, Reconstructor
 from ..pointcloud.shapes import _rotation, corrupt, open_cut, random_shape, sample_surface, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
@@ -124,14 +124,27 @@ def shape_data(cfg: PointCloudTrainConfig, meshes, seed: int) -> DataLoader:
     return DataLoader(ShapeStream(cfg, meshes, seed), batch_size=None, num_workers=0)
 
 
-def export_weights(module: PointCloudModule, path: Path) -> None:
-    """The model alone (config + state dict), small enough to ship; read with weights_only."""
+def _save_atomic(data: Dict[str, Any], path: Path) -> None:
     import os
 
     tmp = path.with_name(f".tmp-{path.name}")
-    torch.save({"config": module.model.cfg.to_dict(), "voxels_per_diagonal": module.model.voxels_per_diagonal,
-                "state_dict": {k: v.cpu() for k, v in module.model.state_dict().items()}, "train": module.cfg.to_dict()}, tmp)
+    torch.save(data, tmp)
     os.replace(tmp, path)
+
+
+def export_weights(module: PointCloudModule, path: Path) -> None:
+    """The model alone (config + state dict), small enough to ship; read with weights_only."""
+    _save_atomic({"config": module.model.cfg.to_dict(), "voxels_per_diagonal": module.model.voxels_per_diagonal,
+                  "state_dict": {k: v.cpu() for k, v in module.model.state_dict().items()}, "train": module.cfg.to_dict()}, path)
+
+
+def store_voxel_rule(path: Path, rule) -> None:
+    """Write (noise, scale) knots into a weights file as its voxel rule (`Reconstructor.voxel_rule`),
+    replacing the file atomically; the rest of the file is kept as it is."""
+    load_weights(path)  # a clear error for a file that is not point-cloud weights
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    data["state_dict"]["voxel_rule"] = torch.tensor([[float(x), float(y)] for x, y in rule])
+    _save_atomic(data, path)
 
 
 def load_weights(path: Path) -> Reconstructor:
@@ -142,6 +155,7 @@ def load_weights(path: Path) -> Reconstructor:
         model = Reconstructor(ReconstructionConfig(**data["config"]), data["voxels_per_diagonal"])
         state = data["state_dict"]
         state.setdefault("max_density", torch.tensor(0.0))  # weights from before it was recorded: the default
+        state.setdefault("voxel_rule", torch.tensor(VOXEL_RULE))  # weights from before the rule was stored
         model.load_state_dict(state)
     except Exception as exc:  # pickle/zip/key errors all mean "not our weights"
         raise InputError(path, f"is not a point-cloud weights file ({exc.__class__.__name__})") from None
