@@ -45,7 +45,8 @@ class ReconstructionConfig:
     moments: bool = False
     """Stage 1 also reads each voxel's second moments: the covariance of its points (6 values,
     in voxel units squared, x4): the points' spread, which the mean offset cannot show, meant to
-    tell noise from a thin part's thickness. Off in the shipped weights (README, "Surfaces")."""
+    tell noise from a thin part's thickness. On in the shipped weights and their preset (off
+    here, as in weights from before it existed: files record their own setting)."""
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
