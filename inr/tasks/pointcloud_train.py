@@ -141,25 +141,29 @@ def export_weights(module: PointCloudModule, path: Path) -> None:
 def store_voxel_rule(path: Path, rule) -> None:
     """Write (noise, scale) knots into a weights file as its voxel rule (`Reconstructor.voxel_rule`),
     replacing the file atomically; the rest of the file is kept as it is."""
-    load_weights(path)  # a clear error for a file that is not point-cloud weights
-    data = torch.load(path, map_location="cpu", weights_only=True)
+    data, _ = _read_weights(path)  # a clear error for a file that is not point-cloud weights
     data["state_dict"]["voxel_rule"] = torch.tensor([[float(x), float(y)] for x, y in rule])
     _save_atomic(data, path)
 
 
 def load_weights(path: Path) -> Reconstructor:
+    return _read_weights(path)[1]
+
+
+def _read_weights(path: Path) -> Tuple[Dict[str, Any], Reconstructor]:
+    """(the file's contents as stored, the model they hold in eval mode)."""
     if not path.is_file():
         raise InputError(path, "no such weights file")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
         model = Reconstructor(ReconstructionConfig(**data["config"]), data["voxels_per_diagonal"])
-        state = data["state_dict"]
+        state = dict(data["state_dict"])
         state.setdefault("max_density", torch.tensor(0.0))  # weights from before it was recorded: the default
         state.setdefault("voxel_rule", torch.tensor(VOXEL_RULE))  # weights from before the rule was stored
         model.load_state_dict(state)
     except Exception as exc:  # pickle/zip/key errors all mean "not our weights"
         raise InputError(path, f"is not a point-cloud weights file ({exc.__class__.__name__})") from None
-    return model.eval()
+    return data, model.eval()
 
 
 def validation_pairs(n: int = 4, seed: int = 10_000) -> List[Tuple[np.ndarray, np.ndarray]]:
