@@ -449,6 +449,29 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
         store_voxel_rule(tmp_path / "bad.pt", rule)
 
 
+def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, tiny_weights):
+    # a run checkpointed before the model recorded max_density and carried voxel_rule resumes:
+    # the missing buffers take the values the run starts with (here the defaults)
+    import shutil
+
+    from inr.cli import main
+    from inr.pointcloud.reconstruct import VOXEL_RULE
+    from inr.tasks.pointcloud_train import load_weights
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_weights.parent, run)
+    ckpt = run / "checkpoints" / "last.ckpt"
+    saved = torch.load(ckpt, weights_only=False)
+    assert saved["global_step"] == 2
+    for key in ("model.voxel_rule", "model.max_density"):
+        del saved["state_dict"][key]
+    torch.save(saved, ckpt)
+    assert main(["pointcloud", "train", "--resume", str(run), "--steps", "3", "--no-progress"]) == 0
+    assert torch.load(ckpt, weights_only=False)["global_step"] == 3
+    model = load_weights(run / "model.pt")
+    assert model.rule == VOXEL_RULE and float(model.max_density) > 0  # step 3 recorded its cloud's density
+
+
 def test_denoise_densify_reconstruct_cli(tmp_path, tiny_weights, capsys):
     import numpy as np
 

@@ -94,6 +94,11 @@ class PointCloudModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         retarget_learning_rate(checkpoint, float(self.cfg.lr))  # a resumed run may change train.lr
+        # checkpoints from before the model recorded max_density / carried its voxel_rule: the
+        # values this module starts with (its seed weights' or the defaults), so they resume
+        state, own = checkpoint.get("state_dict", {}), self.model.state_dict()
+        for name in ("max_density", "voxel_rule"):
+            state.setdefault(f"model.{name}", own[name].clone())
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         noisy, clean = batch
