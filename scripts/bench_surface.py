@@ -105,7 +105,30 @@ def mesh_cl1(mesh, ref, diag):
     return cl1(np.asarray(pts), ref) / diag
 
 
-def reconstruct(meshes, weights=None):
+_NETWORK = {}
+
+
+def network_output(model, name: str, case: str, noisy):
+    """The network's whole output for a scan (adaptive voxel) and its seconds, computed once per
+    scan (the reconstruct and normals sections share it; one model per run)."""
+    import torch
+
+    key = (name, case)
+    if key not in _NETWORK:
+        t = time.perf_counter()
+        full = model.reconstruct(torch.from_numpy(noisy).float())[0].double().numpy()
+        _NETWORK[key] = (full, time.perf_counter() - t)
+    return _NETWORK[key]
+
+
+def load_model(weights=None):
+    from inr.tasks.pointcloud import default_weights
+    from inr.tasks.pointcloud_train import load_weights
+
+    return load_weights(Path(weights) if weights else default_weights())
+
+
+def reconstruct(meshes, model):
     """Per case and mesh: the network as the CLI runs it (noise-adaptive voxel; `denoise` keeps
     the input's count, `reconstruct` 4x it, both evenly subsampled), the same at the base voxel
     (the rule before the adaptive voxel: an A/B in one run), MLS, Open3D and the ideal."""
@@ -114,10 +137,8 @@ def reconstruct(meshes, weights=None):
     from inr.pointcloud.mls import mls_project
     from inr.pointcloud.reconstruct import make_frame, voxel_scale
     from inr.pointcloud.voxel import even_subsample
-    from inr.tasks.pointcloud import default_weights, statistical_outlier_baseline
-    from inr.tasks.pointcloud_train import load_weights
+    from inr.tasks.pointcloud import statistical_outlier_baseline
 
-    model = load_weights(Path(weights) if weights else default_weights())
     rows = []
     for case, (sigma, outliers) in CASES.items():
         for name, mesh in meshes.items():
@@ -126,10 +147,8 @@ def reconstruct(meshes, weights=None):
             x = torch.from_numpy(noisy).float()
             diag = float(np.linalg.norm(mesh.extents))
             c_in = cl1(noisy, ref)
-            t = time.perf_counter()
-            full = model.reconstruct(x)[0].double().numpy()
+            full, t_net = network_output(model, name, case, noisy)
             net, rec = even_subsample(full, len(noisy), 0), even_subsample(full, 4 * len(noisy), 0)
-            t_net = time.perf_counter() - t
             base_full = model.reconstruct(x, adaptive=False)[0].double().numpy()
             base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
             level = model.noise_level(x)
@@ -151,19 +170,15 @@ def reconstruct(meshes, weights=None):
     return rows
 
 
-def normals(meshes, weights=None):
+def normals(meshes, model):
     """Per case and mesh: the written normals' angle error and flipped share (module docstring)."""
-    import torch
     import trimesh
     from scipy.spatial import cKDTree
 
     from inr.data.surfaces import estimate_normals
     from inr.pointcloud.mls import mls_project
     from inr.pointcloud.voxel import even_subsample
-    from inr.tasks.pointcloud import default_weights
-    from inr.tasks.pointcloud_train import load_weights
 
-    model = load_weights(Path(weights) if weights else default_weights())
     rows = []
     for case, (sigma, outliers) in CASES.items():
         for name, mesh in meshes.items():
@@ -176,7 +191,7 @@ def normals(meshes, weights=None):
             if sides == "outward" and mesh.volume < 0:
                 ref_normals = -ref_normals
             noisy = scan(mesh, sigma, outliers, seed=scan_seed(name))
-            full = model.reconstruct(torch.from_numpy(noisy).float())[0].double().numpy()
+            full, _ = network_output(model, name, case, noisy)
             row = {"case": case, "mesh": name, "sides": sides}
             for label, pts in (("input", noisy), ("MLS", mls_project(noisy)), ("denoise", even_subsample(full, len(noisy), 0)),
                                ("reconstruct", even_subsample(full, 4 * len(noisy), 0))):
@@ -278,15 +293,16 @@ def main() -> None:
     names = args.meshes.split(",") if args.meshes else None
     meshes = load_meshes(names, args.mesh_dir)
     sections = args.only or ["reconstruct", "normals", "sdf", "noisy"]
+    model = load_model(args.weights) if {"reconstruct", "normals"} & set(sections) else None
     if "reconstruct" in sections:
-        rows = reconstruct(meshes, args.weights)
+        rows = reconstruct(meshes, model)
         save("surface_reconstruct", rows)
         print(table(rows, ["case", "mesh", "network / input", "MLS / input", "open3d / input", "network <= MLS",
                            "reconstruct / input", "ideal / input", "base voxel: network / input",
                            "base voxel: reconstruct / input", "noise estimate / sigma", "voxel scale", "network points",
                            "network s", "MLS s"]))
     if "normals" in sections:
-        rows = normals(meshes, args.weights)
+        rows = normals(meshes, model)
         save("surface_normals", rows)
         print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
                                               for c in ("angle (deg)", "flipped %", "s")]))
