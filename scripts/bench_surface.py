@@ -47,7 +47,11 @@ MESH_DIR = Path("data/heldout-meshes")
 SDF_MESHES = ("bunny00", "armadillo", "fandisk", "camel")
 TRUTH_POINTS = 100_000
 SCAN_POINTS = 5_000
-CASES = {"noise 1%": (0.01, 0.0), "noise 2%": (0.02, 0.0), "noise 1% + 5% outliers": (0.01, 0.05)}
+SCANNER_VIEWS, SCANNER_PIXELS = 6, 200
+CASES = {"noise 1%": (0.01, 0.0, 0), "noise 2%": (0.02, 0.0, 0), "noise 1% + 5% outliers": (0.01, 0.05, 0),
+         "scanner 1%": (0.01, 0.0, SCANNER_VIEWS)}
+"""case: (sigma as a share of the diagonal, outlier share, scanner views: 0 for points spread
+evenly over the surface with noise per coordinate, else a range scan from that many views)."""
 
 
 def load_meshes(names=None, mesh_dir=MESH_DIR):
@@ -72,19 +76,55 @@ def truth(mesh, seed=1):
     return np.asarray(pts)
 
 
-def scan(mesh, sigma, outliers, seed):
-    """SCAN_POINTS noisy points (and the outlier share replaced by uniform points in the box)."""
+def scan(mesh, sigma, outliers, seed, views=0):
+    """SCAN_POINTS noisy points (and the outlier share replaced by uniform points in the box):
+    sampled evenly on the surface with Gaussian noise per coordinate, or with `views` a range
+    scan (`range_scan`)."""
     import trimesh
 
     rng = np.random.default_rng(seed)
-    pts, _ = trimesh.sample.sample_surface(mesh, SCAN_POINTS, seed=seed)
     diag = float(np.linalg.norm(mesh.extents))
-    pts = np.asarray(pts) + rng.normal(scale=sigma * diag, size=(SCAN_POINTS, 3))
+    if views:
+        pts = range_scan(mesh, views, sigma * diag, rng)
+    else:
+        pts, _ = trimesh.sample.sample_surface(mesh, SCAN_POINTS, seed=seed)
+        pts = np.asarray(pts) + rng.normal(scale=sigma * diag, size=(SCAN_POINTS, 3))
     n_out = int(round(outliers * SCAN_POINTS))
     if n_out:
         lo, hi = mesh.bounds
         pts[rng.choice(SCAN_POINTS, n_out, replace=False)] = rng.uniform(lo, hi, size=(n_out, 3))
     return pts
+
+
+def range_scan(mesh, views: int, sigma: float, rng):
+    """SCAN_POINTS points as a depth scanner sees the mesh: pinhole cameras (SCANNER_PIXELS
+    square, the mesh filling the view) at `views` random directions, 1.5 diagonals from the
+    box's centre; each ray's first hit, with Gaussian noise of `sigma` along the ray. A random
+    SCAN_POINTS of all hits: dense where the surface faces a camera, sparse where the rays
+    graze it, none where no camera sees (occluded parts, cavities)."""
+    import open3d as o3d
+
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(o3d.geometry.TriangleMesh(
+        o3d.utility.Vector3dVector(mesh.vertices), o3d.utility.Vector3iVector(mesh.faces))))
+    centre, diag = mesh.bounds.mean(0), float(np.linalg.norm(mesh.extents))
+    fov = float(np.degrees(2 * np.arcsin(0.5 / 1.5)))  # a sphere of the box's diagonal fills the view
+    hits = []
+    for _ in range(views):
+        d = rng.normal(size=3)
+        d /= np.linalg.norm(d)
+        up = [0.0, 0.0, 1.0] if abs(d[2]) < 0.9 else [1.0, 0.0, 0.0]
+        rays = scene.create_rays_pinhole(fov, centre.tolist(), (centre + 1.5 * diag * d).tolist(), up,
+                                         SCANNER_PIXELS, SCANNER_PIXELS).numpy().reshape(-1, 6)
+        t = scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
+        ok = np.isfinite(t)
+        direction = rays[ok, 3:] / np.linalg.norm(rays[ok, 3:], axis=1, keepdims=True)
+        depth = t[ok] * np.linalg.norm(rays[ok, 3:], axis=1) + rng.normal(scale=sigma, size=int(ok.sum()))
+        hits.append(rays[ok, :3] + depth[:, None] * direction)
+    hits = np.concatenate(hits).astype(np.float64)
+    if len(hits) < SCAN_POINTS:
+        raise SystemExit(f"the range scan made {len(hits)} points, fewer than {SCAN_POINTS}")
+    return hits[rng.choice(len(hits), SCAN_POINTS, replace=False)]
 
 
 def scan_seed(name: str) -> int:
@@ -140,10 +180,10 @@ def reconstruct(meshes, model):
     from inr.tasks.pointcloud import statistical_outlier_baseline
 
     rows = []
-    for case, (sigma, outliers) in CASES.items():
+    for case, (sigma, outliers, views) in CASES.items():
         for name, mesh in meshes.items():
             ref = truth(mesh)
-            noisy = scan(mesh, sigma, outliers, seed=scan_seed(name))
+            noisy = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views)
             x = torch.from_numpy(noisy).float()
             diag = float(np.linalg.norm(mesh.extents))
             c_in = cl1(noisy, ref)
@@ -180,7 +220,7 @@ def normals(meshes, model):
     from inr.pointcloud.voxel import even_subsample
 
     rows = []
-    for case, (sigma, outliers) in CASES.items():
+    for case, (sigma, outliers, views) in CASES.items():
         for name, mesh in meshes.items():
             ref, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=1)
             tree, ref_normals = cKDTree(np.asarray(ref)), mesh.face_normals[faces]
@@ -190,7 +230,7 @@ def normals(meshes, model):
             sides = "none" if not mesh.is_winding_consistent else "outward" if mesh.is_watertight else "majority"
             if sides == "outward" and mesh.volume < 0:
                 ref_normals = -ref_normals
-            noisy = scan(mesh, sigma, outliers, seed=scan_seed(name))
+            noisy = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views)
             full, _ = network_output(model, name, case, noisy)
             row = {"case": case, "mesh": name, "sides": sides}
             for label, pts in (("input", noisy), ("MLS", mls_project(noisy)), ("denoise", even_subsample(full, len(noisy), 0)),

@@ -437,7 +437,7 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
     torch.save(after, tmp_path / "old.pt")
     assert load_weights(tmp_path / "old.pt").rule == VOXEL_RULE
     voxels = []
-    monkeypatch.setattr(Reconstructor, "_noise_at", lambda self, noisy, frame: 0.3)  # halfway between the first knots
+    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, noisy, frame: (noisy[:0], 0.3))  # halfway between the first knots
     monkeypatch.setattr(Reconstructor, "_run", lambda self, noisy, frame, *a: voxels.append(frame.voxel) or noisy[:0])
     cloud = torch.from_numpy(_sphere_points(800, noise=0.01)).float()
     model.max_density.fill_(100.0)  # the diagonal's voxel holds (two training steps saw only sparse clouds)
@@ -447,6 +447,47 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
     (tmp_path / "bad.pt").write_bytes(b"x")
     with pytest.raises(InputError, match="not a point-cloud weights file"):
         store_voxel_rule(tmp_path / "bad.pt", rule)
+
+
+def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weights, monkeypatch):
+    # fine output on x in [0, 1], input on [0, 2], coarse output on [0, 3] and one point off the
+    # line: base voxel 0.1, so input beyond x = 1.1 is unexplained, and the coarse points farther
+    # than 0.15 from the fine output and within 0.15 of unexplained input fill the gap
+    from inr.pointcloud.reconstruct import Frame, Reconstructor, fill_gaps
+    from inr.tasks.pointcloud_train import load_weights
+
+    def line(a, b, step):
+        x = torch.arange(a, b + 1e-9, step, dtype=torch.float64)
+        return torch.stack([x, torch.zeros_like(x), torch.zeros_like(x)], 1).float()
+
+    fine = line(0, 1, 0.01)
+    blob = torch.tensor([[1.6, 0.5, 0.0], [1.65, 0.5, 0.0]])  # an outlier and the coarse pass's points around it
+    noisy = torch.cat([line(0, 2, 0.01), blob[:1]])
+    coarse = torch.cat([line(0.025, 2.975, 0.05), torch.tensor([[2.5, 1.0, 0.0]]), blob])
+    add = fill_gaps(fine, coarse, noisy, 0.1)
+    x = coarse[:, 0].double()
+    assert torch.equal(add, (x > 1.15) & (x < 2.15) & (coarse[:, 1] == 0))
+    assert int(add.sum()) == 20  # 1.175, 1.225, ..., 2.125: a patch that starts 0.175 from the fine output
+    # the blob is a candidate (unexplained input beside it) but a patch of its own, 0.5 from the line
+    assert not add[-2:].any()
+    assert not fill_gaps(fine, coarse, fine, 0.1).any()  # every input point explained: nothing added
+    assert fill_gaps(fine[:0], coarse, noisy, 0.1).all()  # an empty fine pass: the coarse one whole
+    # reconstruct: the fine pass (scale 0.625 at noise 0.3) plus the gap's coarse points, whose
+    # voxel indices follow the fine pass's
+    model = load_weights(tiny_weights)
+    model.max_density.fill_(1000.0)
+    k = model.cfg.points_per_voxel
+    noisy = line(0, 2, 0.01)
+    coarse8, fine8 = coarse[:56].repeat_interleave(k, 0), fine.repeat_interleave(k, 0)
+    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, cloud, frame: (coarse8, 0.3))
+    monkeypatch.setattr(Reconstructor, "_run", lambda self, cloud, frame, *a: fine8)
+    monkeypatch.setattr("inr.pointcloud.reconstruct.make_frame", lambda *a, **kw: Frame(torch.zeros(3), 0.1))
+    pts, index = model.reconstruct(noisy)
+    want = fill_gaps(fine8, coarse8, noisy, 0.1)
+    assert int(want.sum()) == k * int(add[:56].sum()) > 0
+    assert torch.equal(pts, torch.cat([fine8, coarse8[want]]))
+    assert torch.equal(index[: len(fine8)], torch.arange(101).repeat_interleave(k))
+    assert torch.equal(index[len(fine8):], 101 + torch.arange(56).repeat_interleave(k)[want])
 
 
 def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, tiny_weights):
