@@ -4,7 +4,8 @@
     .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
-  diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), scored by Chamfer-L1 to
+  diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), and a range scan (6
+  views, 1 % noise along the rays, 5,000 of the hits: `range_scan`), scored by Chamfer-L1 to
   100,000 clean surface points, as output/input ratios: the network (`pointcloud denoise`), MLS
   (`--baseline mls`) and Open3D's statistical outlier removal (`--baseline open3d`); also
   `reconstruct` (20,000 points: --factor 4), a perfect denoiser (5,000 points on the true
