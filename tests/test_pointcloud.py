@@ -461,15 +461,20 @@ def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weig
         return torch.stack([x, torch.zeros_like(x), torch.zeros_like(x)], 1).float()
 
     fine = line(0, 1, 0.01)
-    blob = torch.tensor([[1.6, 0.5, 0.0], [1.65, 0.5, 0.0]])  # an outlier and the coarse pass's points around it
-    noisy = torch.cat([line(0, 2, 0.01), blob[:1]])
+    blob = torch.tensor([[1.6, 0.5, 0.0], [1.65, 0.5, 0.0]])  # two outliers, and the coarse pass's points on them
+    noisy = torch.cat([line(0, 2, 0.01), blob])
     coarse = torch.cat([line(0.025, 2.975, 0.05), torch.tensor([[2.5, 1.0, 0.0]]), blob])
     add = fill_gaps(fine, coarse, noisy, 0.1)
     x = coarse[:, 0].double()
     assert torch.equal(add, (x > 1.15) & (x < 2.15) & (coarse[:, 1] == 0))
     assert int(add.sum()) == 20  # 1.175, 1.225, ..., 2.125: a patch that starts 0.175 from the fine output
-    # the blob is a candidate (unexplained input beside it) but a patch of its own, 0.5 from the line
+    # the blob has the support (2 unexplained points) but is a patch of its own, 0.5 from the line
     assert not add[-2:].any()
+    # a patch attached to the fine output needs 2 unexplained points: one is not enough
+    ahead = line(0.025, 1.475, 0.05)
+    one, two = (torch.cat([fine, torch.tensor(p)]) for p in ([[1.3, 0.0, 0.0]], [[1.3, 0.0, 0.0], [1.4, 0.0, 0.0]]))
+    assert not fill_gaps(fine, ahead, one, 0.1).any()
+    assert torch.equal(fill_gaps(fine, ahead, two, 0.1), ahead[:, 0] > 1.15)  # 1.175, ..., 1.475
     assert not fill_gaps(fine, coarse, fine, 0.1).any()  # every input point explained: nothing added
     assert fill_gaps(fine[:0], coarse, noisy, 0.1).all()  # an empty fine pass: the coarse one whole
     # reconstruct: the fine pass (scale 0.625 at noise 0.3) plus the gap's coarse points, whose

@@ -56,50 +56,50 @@ outliers) this reading rises with the noise through σ = 0.025."""
 
 
 FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT = 1.0, 1.5, 2.0, 2
-"""Gap filling after a pass finer than the base voxel (in base voxels): input points farther than
-FILL_UNEXPLAINED from the fine output are unexplained; the coarse pass's points farther than
-FILL_REACH from the fine output and within FILL_REACH of an unexplained input point are
-candidates; candidates chained by links of FILL_REACH form patches, and a patch joins the output
-when one of its points lies within FILL_ATTACH of the fine output (a gap continues the surface;
-the coarse pass's blobs around outliers stand apart). A fine voxel holds few points, and where
-a scan is sparse (surfaces the rays graze, far from the scanner) the network drops them as
-noise: on simulated range scans of training meshes whole regions went missing at half the base
-voxel. Chosen on training meshes (range scans and 5 % outliers): one supporting input point
-without the patch test filled the scans' gaps as well but added blobs at outliers; three
-supporting points filled half as much."""
+"""Gap filling after a pass finer than the base voxel (distances in base voxels). Input points
+farther than FILL_UNEXPLAINED from the fine output are unexplained. The coarse pass's points
+farther than FILL_REACH from the fine output and within FILL_REACH of an unexplained point are
+candidates; candidates chained by links of FILL_REACH form patches. A patch joins the output
+when one of its points lies within FILL_ATTACH of the fine output (a gap continues the surface)
+and at least FILL_SUPPORT unexplained points lie nearest it (an outlier alone is unexplained
+too). Why: a fine voxel holds few points, and where a scan is sparse (surfaces the rays graze,
+far from the scanner) the network drops them as noise; on simulated range scans of training
+meshes whole regions went missing at half the base voxel. Chosen on 10 training meshes' range
+scans and 5 %-outlier scans (mean `reconstruct` ratio, none -> filled): one supporting point and
+no patch test 0.777 -> 0.713 on the scans but 0.491 -> 0.510 with outliers; with the patch test
+0.717 and 0.492; with it and 2 supporting points 0.719 and 0.492 (3: 0.722, 5: 0.729)."""
 
 
 def fill_gaps(fine: torch.Tensor, coarse: torch.Tensor, noisy: torch.Tensor, voxel: float) -> torch.Tensor:
     """(C,) bool: which of the coarse output's points (C, 3) fill a gap of the fine output (F, 3)
-    that input points (N, 3) show (FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH; `voxel`: the base
-    voxel side)."""
-    none = torch.zeros(len(coarse), dtype=torch.bool, device=coarse.device)
+    that input points (N, 3) show (FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT;
+    `voxel`: the base voxel side)."""
+    out = torch.zeros(len(coarse), dtype=torch.bool, device=coarse.device)
     if len(coarse) == 0:
-        return none
+        return out
     if len(fine) == 0:
-        return ~none
+        return ~out
     unexplained = noisy[knn(noisy, fine, 1)[1][:, 0] > (FILL_UNEXPLAINED * voxel) ** 2]
     if len(unexplained) == 0:
-        return none
+        return out
+    reach2 = (FILL_REACH * voxel) ** 2
     to_fine = knn(coarse, fine, 1)[1][:, 0]
-    candidate = (to_fine > (FILL_REACH * voxel) ** 2) & (knn(coarse, unexplained, 1)[1][:, 0] < (FILL_REACH * voxel) ** 2)
-    rows = candidate.nonzero()[:, 0]
+    rows = ((to_fine > reach2) & (knn(coarse, unexplained, 1)[1][:, 0] < reach2)).nonzero()[:, 0]
     if len(rows) == 0:
-        return none
+        return out
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
     from scipy.spatial import cKDTree
 
     pairs = cKDTree(coarse[rows].detach().cpu().double().numpy()).query_pairs(FILL_REACH * voxel, output_type="ndarray")
     graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(rows), len(rows)))
-    label = torch.from_numpy(connected_components(graph, directed=False)[1]).to(coarse.device)
-    # a patch's support: the unexplained input points whose nearest candidate lies in it, within reach
+    patch = torch.from_numpy(connected_components(graph, directed=False)[1]).to(coarse.device)
+    # a patch's support: the unexplained points whose nearest candidate lies in it, within reach
     idx, d2 = knn(unexplained, coarse[rows], 1)
-    near = d2[:, 0] < (FILL_REACH * voxel) ** 2
-    support = torch.bincount(label[idx[near, 0]], minlength=int(label.max()) + 1)
-    keep = torch.isin(label, label[to_fine[rows] < (FILL_ATTACH * voxel) ** 2]) & (support[label] >= FILL_SUPPORT)
-    none[rows[keep]] = True
-    return none
+    support = torch.bincount(patch[idx[d2[:, 0] < reach2, 0]], minlength=int(patch.max()) + 1)
+    attached = torch.isin(patch, patch[to_fine[rows] < (FILL_ATTACH * voxel) ** 2])
+    out[rows[attached & (support[patch] >= FILL_SUPPORT)]] = True
+    return out
 
 
 def voxel_scale(noise_voxels: float, rule=VOXEL_RULE) -> float:
