@@ -477,22 +477,34 @@ def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weig
     assert torch.equal(fill_gaps(fine, ahead, two, 0.1), ahead[:, 0] > 1.15)  # 1.175, ..., 1.475
     assert not fill_gaps(fine, coarse, fine, 0.1).any()  # every input point explained: nothing added
     assert fill_gaps(fine[:0], coarse, noisy, 0.1).all()  # an empty fine pass: the coarse one whole
-    # reconstruct: the fine pass (scale 0.625 at noise 0.3) plus the gap's coarse points, whose
-    # voxel indices follow the fine pass's
+    # reconstruct: the fine pass (VOXEL_RULE: scale 0.5 at noise 0.3); the coarse pass shows a gap, so a
+    # pass at the base voxel runs and its gap points join, their voxel indices after the fine pass's
     model = load_weights(tiny_weights)
     model.max_density.fill_(1000.0)
     k = model.cfg.points_per_voxel
     noisy = line(0, 2, 0.01)
     coarse8, fine8 = coarse[:56].repeat_interleave(k, 0), fine.repeat_interleave(k, 0)
+    base8 = (coarse[:56] + torch.tensor([0.0, 0.01, 0.0])).repeat_interleave(k, 0)  # the base pass: its own points
+    passes = []
+
+    def run(self, cloud, frame, *a):
+        passes.append(round(frame.voxel, 6))
+        return fine8 if frame.voxel < 0.1 else base8
+
     monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, cloud, frame: (coarse8, 0.3))
-    monkeypatch.setattr(Reconstructor, "_run", lambda self, cloud, frame, *a: fine8)
+    monkeypatch.setattr(Reconstructor, "_run", run)
     monkeypatch.setattr("inr.pointcloud.reconstruct.make_frame", lambda *a, **kw: Frame(torch.zeros(3), 0.1))
     pts, index = model.reconstruct(noisy)
-    want = fill_gaps(fine8, coarse8, noisy, 0.1)
+    assert passes == [0.05, 0.1]
+    want = fill_gaps(fine8, base8, noisy, 0.1)
     assert int(want.sum()) == k * int(add[:56].sum()) > 0
-    assert torch.equal(pts, torch.cat([fine8, coarse8[want]]))
+    assert torch.equal(pts, torch.cat([fine8, base8[want]]))
     assert torch.equal(index[: len(fine8)], torch.arange(101).repeat_interleave(k))
     assert torch.equal(index[len(fine8):], 101 + torch.arange(56).repeat_interleave(k)[want])
+    # no gap in the coarse pass's view: no base pass, the fine pass alone
+    passes.clear()
+    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, cloud, frame: (fine8, 0.3))
+    assert torch.equal(model.reconstruct(noisy)[0], fine8) and passes == [0.05]
 
 
 def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, tiny_weights):

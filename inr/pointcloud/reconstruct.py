@@ -6,8 +6,8 @@ base voxel holds unless it puts more input points per occupied voxel than traini
 (a dense scan; the model records that density): then it shrinks until the density is back in
 the trained range. Otherwise the voxel adapts to the noise: the noise is read from a first,
 coarse pass (`noise_level`), and the cloud is then reconstructed once at the voxel the noise
-asks for (the weights' `voxel_rule`: finer for less noise); where that finer pass leaves input
-points unexplained, the coarse pass's points fill the gap (`fill_gaps`). Large grids are processed in tiles with
+asks for (the weights' `voxel_rule`: finer for less noise); where that finer pass leaves gaps
+that the coarse pass covers, a pass at the base voxel fills them (`fill_gaps`). Large grids are processed in tiles with
 overlapping margins (`reconstruct`).
 """
 
@@ -56,22 +56,26 @@ outliers) this reading rises with the noise through σ = 0.025."""
 
 
 FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT = 1.0, 1.5, 2.0, 2
-"""Gap filling after a pass finer than the base voxel (distances in base voxels). Input points
-farther than FILL_UNEXPLAINED from the fine output are unexplained. The coarse pass's points
-farther than FILL_REACH from the fine output and within FILL_REACH of an unexplained point are
-candidates; candidates chained by links of FILL_REACH form patches. A patch joins the output
-when one of its points lies within FILL_ATTACH of the fine output (a gap continues the surface)
-and at least FILL_SUPPORT unexplained points lie nearest it (an outlier alone is unexplained
-too). Why: a fine voxel holds few points, and where a scan is sparse (surfaces the rays graze,
-far from the scanner) the network drops them as noise; on simulated range scans of training
-meshes whole regions went missing at half the base voxel. Chosen on 10 training meshes' range
-scans and 5 %-outlier scans (mean `reconstruct` ratio, none -> filled): one supporting point and
-no patch test 0.777 -> 0.713 on the scans but 0.491 -> 0.510 with outliers; with the patch test
-0.717 and 0.492; with it and 2 supporting points 0.719 and 0.492 (3: 0.722, 5: 0.729)."""
+"""Gap filling after a pass finer than the base voxel (distances in base voxels), from the points
+of a coarser pass. Input points farther than FILL_UNEXPLAINED from the fine output are
+unexplained. The coarser pass's points farther than FILL_REACH from the fine output and within
+FILL_REACH of an unexplained point are candidates; candidates chained by links of FILL_REACH
+form patches. A patch joins the output when one of its points lies within FILL_ATTACH of the
+fine output (a gap continues the surface) and at least FILL_SUPPORT unexplained points lie
+nearest it (an outlier alone is unexplained too). The coarse pass (run anyway, to read the
+noise) finds the gaps; only then does a pass at the base voxel run, and its points fill them.
+Why: a fine voxel holds few points, and where a scan is sparse (surfaces the rays graze, far
+from the scanner) the network drops them as noise; on simulated range scans of training meshes
+whole regions went missing at half the base voxel. Chosen on 10 training meshes' range scans
+and 5 %-outlier scans (mean `reconstruct` ratio, range scans / outliers): no filling 0.777 /
+0.491; from the coarse pass with one supporting point and no patch test 0.713 / 0.510, with the
+patch test 0.717 / 0.492, and 2 supporting points 0.719 / 0.492 (3: 0.722, 5: 0.729 on the
+scans); from the base-voxel pass with the same rule 0.728 / 0.491 (the coarse pass's blobs
+around outliers near the surface are not in it)."""
 
 
 def fill_gaps(fine: torch.Tensor, coarse: torch.Tensor, noisy: torch.Tensor, voxel: float) -> torch.Tensor:
-    """(C,) bool: which of the coarse output's points (C, 3) fill a gap of the fine output (F, 3)
+    """(C,) bool: which of a coarser pass's points (C, 3) fill a gap of the fine output (F, 3)
     that input points (N, 3) show (FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT;
     `voxel`: the base voxel side)."""
     out = torch.zeros(len(coarse), dtype=torch.bool, device=coarse.device)
@@ -274,8 +278,8 @@ class Reconstructor(nn.Module):
 
         voxel: the voxel side in world units. Default: the base voxel of the module docstring's
         rule, then, with `adaptive`, the noise-adaptive voxel (`noise_level`, `rule`):
-        finer where the cloud's noise, read from a coarse pass first, is low enough for it; the
-        coarse pass's points then fill the finer pass's gaps (`fill_gaps`).
+        finer where the cloud's noise, read from a coarse pass first, is low enough for it; gaps
+        of the finer pass that the coarse one covers are filled from a base-voxel pass (`fill_gaps`).
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
         progress bar on stderr when `progress` is set. `noisy` may be on any device: the model
         runs on its own, the points come back on noisy's."""
@@ -297,10 +301,12 @@ class Reconstructor(nn.Module):
         pts = self._run(noisy, frame, threshold, tile, margin, progress)
         k = self.cfg.points_per_voxel
         voxel_index = torch.arange(len(pts) // k, device=noisy.device).repeat_interleave(k)
-        if coarse is not None:  # the finer pass's gaps where the input has points, from the coarse pass
-            add = fill_gaps(pts, coarse, noisy, base)
-            coarse_index = len(pts) // k + torch.arange(len(coarse) // k, device=noisy.device).repeat_interleave(k)
-            pts, voxel_index = torch.cat([pts, coarse[add]]), torch.cat([voxel_index, coarse_index[add]])
+        if coarse is not None and fill_gaps(pts, coarse, noisy, base).any():
+            # the finer pass left gaps where the coarse one has surface: fill them from a pass at the base voxel
+            whole = self._run(noisy, Frame(frame.centre, base), threshold, tile, margin, progress)
+            add = fill_gaps(pts, whole, noisy, base)
+            whole_index = len(pts) // k + torch.arange(len(whole) // k, device=noisy.device).repeat_interleave(k)
+            pts, voxel_index = torch.cat([pts, whole[add]]), torch.cat([voxel_index, whole_index[add]])
         return pts.to(home), voxel_index.to(home)
 
     @torch.no_grad()
