@@ -119,9 +119,9 @@ def range_scan(mesh, views: int, sigma: float, rng):
                                          SCANNER_PIXELS, SCANNER_PIXELS).numpy().reshape(-1, 6)
         t = scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
         ok = np.isfinite(t)
-        direction = rays[ok, 3:] / np.linalg.norm(rays[ok, 3:], axis=1, keepdims=True)
-        depth = t[ok] * np.linalg.norm(rays[ok, 3:], axis=1) + rng.normal(scale=sigma, size=int(ok.sum()))
-        hits.append(rays[ok, :3] + depth[:, None] * direction)
+        length = np.linalg.norm(rays[ok, 3:], axis=1)  # t counts in units of the ray's direction vector
+        depth = t[ok] * length + rng.normal(scale=sigma, size=int(ok.sum()))
+        hits.append(rays[ok, :3] + (depth / length)[:, None] * rays[ok, 3:])
     hits = np.concatenate(hits).astype(np.float64)
     if len(hits) < SCAN_POINTS:
         raise SystemExit(f"the range scan made {len(hits)} points, fewer than {SCAN_POINTS}")

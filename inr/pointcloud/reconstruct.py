@@ -316,10 +316,7 @@ class Reconstructor(nn.Module):
         voxel, / 0.6745 (a Gaussian's sigma from the median of its absolute value)."""
         noisy = noisy.to(self.max_density.device)
         frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
-        return self._noise_at(noisy, frame if voxel is None else Frame(frame.centre, float(voxel)))
-
-    def _noise_at(self, noisy: torch.Tensor, frame: Frame) -> float:
-        return self._read_noise(noisy, frame)[1]
+        return self._read_noise(noisy, frame if voxel is None else Frame(frame.centre, float(voxel)))[1]
 
     def _read_noise(self, noisy: torch.Tensor, frame: Frame) -> Tuple[torch.Tensor, float]:
         """(the coarse pass's points at NOISE_VOXEL times frame's voxel, the noise in frame's voxels)."""
