@@ -219,17 +219,22 @@ class PointCloudTrainConfig(OptimConfig):
     rest are synthetic."""
     open_share: float = 0.2
     """The share of shapes cut open by a random plane (open surfaces, one-sided scans)."""
+    scan_share: float = 0.0
+    """The share of steps whose input is a range scan (`inr.pointcloud.shapes.RangeScan`: 2-8
+    depth cameras, noise along the rays, dense where the surface faces a camera, sparse where
+    rays graze it) and whose target is the part of the surface its cameras see; the rest are
+    points spread evenly with noise per coordinate (`Corruption`)."""
     shape_resolution: int = 128
     """Marching-cubes lattice of the synthetic shapes (thin parts need ~3 cells across)."""
     init_weights: Optional[str] = None
     """Start from these weights (a model.pt or the shipped assets/pointcloud.pt): fine-tuning.
     The model settings (field) must be the same."""
 
-    FLOATS = ("lr", "eps", "lr_final_factor", "voxels_per_diagonal", "mesh_share", "open_share")
+    FLOATS = ("lr", "eps", "lr_final_factor", "voxels_per_diagonal", "mesh_share", "open_share", "scan_share")
 
     def check(self) -> None:
-        if not (0 <= self.mesh_share <= 1 and 0 <= self.open_share <= 1):
-            raise ValueError("train.mesh_share and train.open_share must be in [0, 1]")
+        if not all(0 <= x <= 1 for x in (self.mesh_share, self.open_share, self.scan_share)):
+            raise ValueError("train.mesh_share, train.open_share and train.scan_share must be in [0, 1]")
         if self.shape_resolution < 16:
             raise ValueError(f"train.shape_resolution must be >= 16, got {self.shape_resolution}")
 

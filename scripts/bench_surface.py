@@ -43,6 +43,7 @@ from benchlib import save, table  # noqa: E402
 
 from inr import progress  # noqa: E402
 from inr.pointcloud.metrics import compare  # noqa: E402
+from inr.pointcloud.shapes import range_scan  # noqa: E402
 
 MESH_DIR = Path("data/heldout-meshes")
 SDF_MESHES = ("bunny00", "armadillo", "fandisk", "camel")
@@ -86,7 +87,9 @@ def scan(mesh, sigma, outliers, seed, views=0):
     rng = np.random.default_rng(seed)
     diag = float(np.linalg.norm(mesh.extents))
     if views:
-        pts = range_scan(mesh, views, sigma * diag, rng)
+        pts = range_scan(mesh, views, sigma * diag, SCAN_POINTS, rng, SCANNER_PIXELS)[0]
+        if len(pts) < SCAN_POINTS:
+            raise SystemExit(f"the range scan made {len(pts)} points, fewer than {SCAN_POINTS}")
     else:
         pts, _ = trimesh.sample.sample_surface(mesh, SCAN_POINTS, seed=seed)
         pts = np.asarray(pts) + rng.normal(scale=sigma * diag, size=(SCAN_POINTS, 3))
@@ -95,37 +98,6 @@ def scan(mesh, sigma, outliers, seed, views=0):
         lo, hi = mesh.bounds
         pts[rng.choice(SCAN_POINTS, n_out, replace=False)] = rng.uniform(lo, hi, size=(n_out, 3))
     return pts
-
-
-def range_scan(mesh, views: int, sigma: float, rng):
-    """SCAN_POINTS points as a depth scanner sees the mesh: pinhole cameras (SCANNER_PIXELS
-    square, the mesh filling the view) at `views` random directions, 1.5 diagonals from the
-    box's centre; each ray's first hit, with Gaussian noise of `sigma` along the ray. A random
-    SCAN_POINTS of all hits: dense where the surface faces a camera, sparse where the rays
-    graze it, none where no camera sees (occluded parts, cavities)."""
-    import open3d as o3d
-
-    scene = o3d.t.geometry.RaycastingScene()
-    scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(o3d.geometry.TriangleMesh(
-        o3d.utility.Vector3dVector(mesh.vertices), o3d.utility.Vector3iVector(mesh.faces))))
-    centre, diag = mesh.bounds.mean(0), float(np.linalg.norm(mesh.extents))
-    fov = float(np.degrees(2 * np.arcsin(0.5 / 1.5)))  # a sphere of the box's diagonal fills the view
-    hits = []
-    for _ in range(views):
-        d = rng.normal(size=3)
-        d /= np.linalg.norm(d)
-        up = [0.0, 0.0, 1.0] if abs(d[2]) < 0.9 else [1.0, 0.0, 0.0]
-        rays = scene.create_rays_pinhole(fov, centre.tolist(), (centre + 1.5 * diag * d).tolist(), up,
-                                         SCANNER_PIXELS, SCANNER_PIXELS).numpy().reshape(-1, 6)
-        t = scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
-        ok = np.isfinite(t)
-        length = np.linalg.norm(rays[ok, 3:], axis=1)  # t counts in units of the ray's direction vector
-        depth = t[ok] * length + rng.normal(scale=sigma, size=int(ok.sum()))
-        hits.append(rays[ok, :3] + (depth / length)[:, None] * rays[ok, 3:])
-    hits = np.concatenate(hits).astype(np.float64)
-    if len(hits) < SCAN_POINTS:
-        raise SystemExit(f"the range scan made {len(hits)} points, fewer than {SCAN_POINTS}")
-    return hits[rng.choice(len(hits), SCAN_POINTS, replace=False)]
 
 
 def scan_seed(name: str) -> int:

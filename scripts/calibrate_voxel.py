@@ -4,7 +4,8 @@ held-out meshes).
 
     .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--weights FILE] [--out calibration.json] [--records calibration.json] [--write]
 
-For synthetic shapes at known noise levels and point counts it records (1) the noise residual
+For synthetic shapes at known noise levels and point counts (points spread evenly with noise
+per coordinate, and range scans with noise along the rays) it records (1) the noise residual
 (`Reconstructor.noise_level`: the median distance of the input points to the planes of the
 network's output at a coarser voxel, in base voxels) and (2) the output/input Chamfer-L1 of the
 network's points (4x the input's count, evenly subsampled) at several voxel scales. It then fits
@@ -30,7 +31,7 @@ from benchlib import table  # noqa: E402
 
 from inr.pointcloud.metrics import compare  # noqa: E402
 from inr.pointcloud.reconstruct import make_frame, voxel_scale  # noqa: E402
-from inr.pointcloud.shapes import Corruption, corrupt, sample_surface  # noqa: E402
+from inr.pointcloud.shapes import Corruption, add_outliers, corrupt, range_scan, sample_surface  # noqa: E402
 from inr.pointcloud.voxel import even_subsample  # noqa: E402
 from inr.presets import PointCloudTrainConfig  # noqa: E402
 from inr.tasks.pointcloud import default_weights  # noqa: E402
@@ -38,6 +39,8 @@ from inr.tasks.pointcloud_train import ShapeStream, load_weights, store_voxel_ru
 
 SIGMAS = (0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.025)
 COUNTS = (2500, 5000, 10000)
+SCAN_VIEWS, SCAN_COUNT = 6, 5000
+"""Range scans (`range_scan`, 0-2 % outliers) at each sigma, besides the evenly spread points."""
 SCALES = (0.5, 0.625, 0.75, 0.875, 1.0)
 SCALE_KNOTS = (0.5, 0.75, 1.0)
 """The rule's scales; its noise knots are fitted."""
@@ -103,6 +106,20 @@ def main() -> None:
         print(f"stored the rule {rule} in {weights}")
 
 
+def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
+    """`about` with the noise residual and the score at each of SCALES for this input."""
+    x = torch.from_numpy(noisy).float()
+    base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
+    c_in = compare(noisy, clean, 1.0)["chamfer_l1"]
+    r = model.noise_level(x, base)
+    scores = {}
+    for s in SCALES:
+        pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()
+        scores[s] = compare(even_subsample(pts, 4 * len(noisy)), clean, 1.0)["chamfer_l1"] / c_in
+    print(f"{about}: residual {r:.3f} voxels, " + " ".join(f"{s}:{v:.3f}" for s, v in scores.items()), flush=True)
+    return {**about, "residual": r, "scores": scores}
+
+
 def measure(model, args) -> list:
     torch.set_num_threads(2)
     rng = np.random.default_rng(args.seed)
@@ -111,26 +128,18 @@ def measure(model, args) -> list:
     for i in range(args.shapes):
         mesh = stream._new_mesh(rng)
         clean = sample_surface(mesh, 100_000, rng)
+        diag = float(np.linalg.norm(mesh.extents))
         for sigma in SIGMAS:
             for n in COUNTS:
                 c = Corruption(noise=(sigma, sigma), sparsity=(len(clean) / n,) * 2, outliers=(0.0, 0.02), holes=(0, 0))
-                noisy = corrupt(clean, rng, c)
-                x = torch.from_numpy(noisy).float()
-                base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
-                c_in = compare(noisy, clean, 1.0)["chamfer_l1"]
-                r = model.noise_level(x, base)
-                scores = {}
-                for s in SCALES:
-                    pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()
-                    scores[s] = compare(even_subsample(pts, 4 * n), clean, 1.0)["chamfer_l1"] / c_in
-                records.append({"shape": i, "sigma": sigma, "points": n, "residual": r, "scores": scores})
-                print(f"shape {i} sigma {sigma} n {n}: residual {r:.3f} voxels, " +
-                      " ".join(f"{s}:{v:.3f}" for s, v in scores.items()), flush=True)
+                records.append(record(model, corrupt(clean, rng, c), clean, {"shape": i, "sigma": sigma, "points": n, "kind": "even"}))
+            scan = add_outliers(range_scan(mesh, SCAN_VIEWS, sigma * diag, SCAN_COUNT, rng)[0], float(rng.uniform(0.0, 0.02)), *mesh.bounds, rng)
+            records.append(record(model, scan, clean, {"shape": i, "sigma": sigma, "points": SCAN_COUNT, "kind": "scan"}))
     rows = []
-    for sigma in SIGMAS:
-        recs = [r for r in records if r["sigma"] == sigma]
+    for sigma, kind in [(s, k) for k in ("even", "scan") for s in SIGMAS]:
+        recs = [r for r in records if r["sigma"] == sigma and r["kind"] == kind]
         mean = {s: float(np.mean([r["scores"][s] for r in recs])) for s in SCALES}
-        rows.append({"sigma (diagonal share)": sigma, "residual median (base voxels)": float(np.median([r["residual"] for r in recs])),
+        rows.append({"input": kind, "sigma (diagonal share)": sigma, "residual median (base voxels)": float(np.median([r["residual"] for r in recs])),
                      "residual range": f"{min(r['residual'] for r in recs):.2f}-{max(r['residual'] for r in recs):.2f}",
                      **{f"scale {s}": mean[s] for s in SCALES}, "best scale": min(mean, key=mean.get)})
     print(table(rows, list(rows[0])))

@@ -126,6 +126,75 @@ def test_training_mixes_given_meshes_with_synthetic_shapes_and_can_start_from_we
         PointCloudModule({**shipped.cfg.to_dict(), "width": 8}, {"init_weights": str(default_weights())})
 
 
+def test_range_scan_and_visibility_on_a_sphere_known_answers():
+    # a camera at distance D from the centre of a unit sphere sees exactly the cap p . e > 1 / D
+    # (e: the camera's direction), whose area is (1 - 1/D) / 2 of the sphere's
+    import trimesh
+
+    from inr.pointcloud.shapes import RangeScan, range_scan, scan_pair, visible
+
+    ball = trimesh.creation.icosphere(subdivisions=5, radius=1.0)
+    rng = np.random.default_rng(0)
+    hits, cameras = range_scan(ball, 1, 0.0, 100_000, rng, pixels=120)
+    D = float(np.linalg.norm(cameras[0]))
+    e = cameras[0] / D
+    assert D == pytest.approx(1.5 * np.sqrt(12), rel=1e-6)  # 1.5 diagonals of the 2x2x2 box
+    assert 0.2 * 120**2 < len(hits) < 0.3 * 120**2  # the view spans the box's bounding sphere (radius sqrt 3): (1 / sqrt 3)^2 pi / 4 = 0.26 of it is the ball
+    np.testing.assert_allclose(np.linalg.norm(hits, axis=1), 1.0, atol=2e-3)  # on the facets
+    assert (hits @ e).min() > 1 / D - 0.01
+    # noise along the rays: the radius moves by the noise times the cosine of the incidence
+    sigma = 0.02
+    noisy, _ = range_scan(ball, 1, sigma, 100_000, np.random.default_rng(0), pixels=120)
+    radial = np.linalg.norm(noisy, axis=1) - 1.0
+    assert 0.5 * sigma < radial.std() < sigma and abs(radial.mean()) < 0.1 * sigma
+    # visibility: the cap, up to the facets near its rim; two opposite cameras see both caps
+    pts = trimesh.sample.sample_surface(ball, 20000, seed=1)[0]
+    cos = pts @ e
+    seen = visible(ball, cameras, pts)
+    rim = np.abs(cos - 1 / D) < 0.02  # the polyhedron's silhouette differs from the sphere's by up to ~0.015
+    assert np.array_equal(seen[~rim], cos[~rim] > 1 / D)
+    both = visible(ball, np.stack([cameras[0], -cameras[0]]), pts)
+    rims = np.abs(np.abs(cos) - 1 / D) < 0.02
+    assert np.array_equal(both[~rims], (np.abs(cos) > 1 / D)[~rims])
+    # a training pair: the target is the surface the one camera sees (a share (1 - 1/D) / 2 of
+    # 2 x 5000 samples), the input a scan of 2000 hits with the outlier share replaced
+    noisy, clean = scan_pair(ball, 5000, 2000, np.random.default_rng(2), RangeScan(views=(1, 1), noise=(0.01, 0.01), outliers=(0.05, 0.05)))
+    assert len(noisy) == 2000 and len(clean) == pytest.approx(2 * 5000 * (1 - 1 / D) / 2, rel=0.05)
+    off = np.abs(np.linalg.norm(noisy, axis=1) - 1.0) > 0.1
+    assert 0.03 < off.mean() <= 0.05
+    direction = clean.mean(0) / np.linalg.norm(clean.mean(0))
+    assert (clean @ direction).min() > 1 / D - 0.03  # (the cap's axis estimated from the samples)
+    assert direction @ (noisy[~off].mean(0) / np.linalg.norm(noisy[~off].mean(0))) > 0.999
+
+
+def test_training_stream_range_scans_a_share_of_its_steps(monkeypatch):
+    import trimesh
+
+    import inr.tasks.pointcloud_train as T
+    from inr.presets import PointCloudTrainConfig
+
+    ball = trimesh.creation.icosphere(subdivisions=4, radius=1.0)
+    calls, scan_pair = [], T.scan_pair
+
+    def spy(mesh, n_clean, n_scan, rng):
+        calls.append(n_scan)
+        pair = scan_pair(mesh, n_clean, n_scan, rng)
+        return pair if len(calls) % 2 else None  # every other scan "saw too little"
+
+    monkeypatch.setattr(T, "scan_pair", spy)
+    got = {}
+    for share in (0.0, 1.0):
+        calls.clear()
+        cfg = PointCloudTrainConfig(mesh_share=1.0, open_share=0.0, scan_share=share, dense_points=4000)
+        got[share] = ([tuple(map(len, pair)) for _, pair in zip(range(6), T.ShapeStream(cfg, [ball], seed=0))], list(calls))
+    assert got[0.0][1] == [] and all(c == 4000 for _, c in got[0.0][0])
+    assert len(got[1.0][1]) == 6 and all(250 <= n <= 1000 for n in got[1.0][1])  # dense / 4-16 hits
+    # the scans' inputs have the drawn count; the fallbacks are evenly spread points
+    assert [n for n, _ in got[1.0][0][::2]] == got[1.0][1][::2]
+    with pytest.raises(ValueError, match="scan_share"):
+        PointCloudTrainConfig(scan_share=1.5).check()
+
+
 def test_pointcloud_mesh_poisson_trim_keeps_an_open_scan_open(tmp_path, capsys):
     # Poisson closes an open hemisphere with an invented cap; trimming its low-density vertices
     # removes the cap (vertices far below the points) and keeps the scanned dome

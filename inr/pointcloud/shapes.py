@@ -303,6 +303,99 @@ def sample_surface(mesh, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(pts, dtype=np.float64)
 
 
+@dataclass
+class RangeScan:
+    """Scans as a depth camera sees a mesh (`range_scan`)."""
+    views: Tuple[int, int] = (2, 8)
+    """Cameras per scan (inclusive range)."""
+    noise: Tuple[float, float] = (0.005, 0.02)
+    """Gaussian sigma along each ray, as a share of the bounding-box diagonal."""
+    outliers: Tuple[float, float] = (0.0, 0.05)
+    pixels: int = 200
+    """Rays per camera: pixels x pixels."""
+
+
+def _raycasting_scene(mesh):
+    import open3d as o3d
+
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.t.geometry.TriangleMesh.from_legacy(o3d.geometry.TriangleMesh(
+        o3d.utility.Vector3dVector(np.asarray(mesh.vertices, dtype=np.float64)),
+        o3d.utility.Vector3iVector(np.asarray(mesh.faces, dtype=np.int32)))))
+    return scene
+
+
+def range_scan(mesh, views: int, sigma: float, n: int, rng: np.random.Generator,
+               pixels: int = 200) -> Tuple[np.ndarray, np.ndarray]:
+    """(points (n, 3), cameras (views, 3)): what depth cameras see of the mesh. Each camera sits
+    at a random direction 1.5 bounding-box diagonals from the box's centre, looking at it
+    (pinhole, pixels x pixels, the bounding sphere filling the view); each ray's first hit gets
+    Gaussian noise of `sigma` (world units) along the ray; n of all hits are drawn at random (all
+    of them when there are fewer). Dense where the surface faces a camera, sparse where rays
+    graze it, none where no camera sees (occluded parts, cavities)."""
+    import open3d as o3d
+
+    scene = _raycasting_scene(mesh)
+    centre, diag = mesh.bounds.mean(0), float(np.linalg.norm(mesh.extents))
+    fov = float(np.degrees(2 * np.arcsin(0.5 / 1.5)))  # the box's diagonal seen from 1.5 diagonals
+    hits, cameras = [], []
+    for _ in range(views):
+        d = rng.normal(size=3)
+        d /= np.linalg.norm(d)
+        up = [0.0, 0.0, 1.0] if abs(d[2]) < 0.9 else [1.0, 0.0, 0.0]
+        cameras.append(centre + 1.5 * diag * d)
+        rays = scene.create_rays_pinhole(fov, centre.tolist(), cameras[-1].tolist(), up, pixels, pixels).numpy().reshape(-1, 6)
+        t = scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
+        ok = np.isfinite(t)
+        length = np.linalg.norm(rays[ok, 3:], axis=1)  # t counts in units of the ray's direction vector
+        depth = t[ok] * length + rng.normal(scale=sigma, size=int(ok.sum()))
+        hits.append(rays[ok, :3] + (depth / length)[:, None] * rays[ok, 3:])
+    hits = np.concatenate(hits).astype(np.float64)
+    return (hits[rng.choice(len(hits), n, replace=False)] if len(hits) > n else hits), np.array(cameras)
+
+
+def visible(mesh, cameras: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """(P,) bool: which surface points (P, 3) some camera sees (nothing of the mesh nearer on the
+    line to it). Every point on the surface lies in `range_scan`'s views, so occlusion decides."""
+    import open3d as o3d
+
+    scene = _raycasting_scene(mesh)
+    tol = 1e-3 * float(np.linalg.norm(mesh.extents))
+    seen = np.zeros(len(points), dtype=bool)
+    for eye in cameras:
+        d = points - eye
+        dist = np.linalg.norm(d, axis=1)
+        rays = np.concatenate([np.broadcast_to(eye, d.shape), d / dist[:, None]], 1).astype(np.float32)
+        t = scene.cast_rays(o3d.core.Tensor(rays))["t_hit"].numpy()
+        seen |= t >= dist - tol
+    return seen
+
+
+def add_outliers(pts: np.ndarray, share: float, lo: np.ndarray, hi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """pts with `share` of them replaced by points uniform in the box lo-hi enlarged by 5 %."""
+    n_out = int(round(share * len(pts)))
+    if n_out:
+        pts = pts.copy()
+        margin = 0.05 * (hi - lo)
+        pts[rng.choice(len(pts), n_out, replace=False)] = rng.uniform(lo - margin, hi + margin, size=(n_out, 3))
+    return pts
+
+
+def scan_pair(mesh, n_clean: int, n_scan: int, rng: np.random.Generator, c: Optional[RangeScan] = None):
+    """(noisy, clean): a range scan of n_scan points (`RangeScan`'s ranges) and n_clean surface
+    points that its cameras see (the part of the surface the scan can show), or None when the
+    scan saw too little (fewer than 100 hits or visible points)."""
+    c = c or RangeScan()
+    diag = float(np.linalg.norm(mesh.extents))
+    noisy, cameras = range_scan(mesh, int(rng.integers(c.views[0], c.views[1] + 1)), float(rng.uniform(*c.noise)) * diag,
+                                n_scan, rng, c.pixels)
+    surface = sample_surface(mesh, 2 * n_clean, rng)
+    clean = surface[visible(mesh, cameras, surface)][:n_clean]
+    if len(noisy) < 100 or len(clean) < 100:
+        return None
+    return add_outliers(noisy, float(rng.uniform(*c.outliers)), *mesh.bounds, rng), clean
+
+
 def corrupt(clean: np.ndarray, rng: np.random.Generator, c: Optional[Corruption] = None) -> np.ndarray:
     """A scanner-like input made from clean dense surface points."""
     c = c or Corruption()
@@ -316,8 +409,4 @@ def corrupt(clean: np.ndarray, rng: np.random.Generator, c: Optional[Corruption]
     n = max(2, int(len(clean) / rng.uniform(*c.sparsity)))
     pts = pts[rng.choice(len(pts), size=min(n, len(pts)), replace=False)]
     pts = pts + rng.normal(scale=rng.uniform(*c.noise) * diag, size=pts.shape)
-    n_out = int(round(rng.uniform(*c.outliers) * len(pts)))
-    if n_out:
-        margin = 0.05 * (hi - lo)
-        pts[rng.choice(len(pts), n_out, replace=False)] = rng.uniform(lo - margin, hi + margin, size=(n_out, 3))
-    return pts
+    return add_outliers(pts, float(rng.uniform(*c.outliers)), lo, hi, rng)

@@ -1,8 +1,10 @@
 """Training the point-cloud reconstruction network on shapes made on the fly.
 
 Each step takes one shape: a random synthetic one (`inr.pointcloud.shapes`) or, a
-`train.mesh_share` of the time, a randomly rotated mesh from --meshes (sometimes cut open), samples `dense_points` clean points on its surface (the target), corrupts a copy
-(the input), and minimises occupancy BCE (every hourglass) + Chamfer (stage 2).
+`train.mesh_share` of the time, a randomly rotated mesh from --meshes (sometimes cut open),
+samples `dense_points` clean points on its surface (the target), corrupts a copy (the input), or
+a `train.scan_share` of the time range-scans it (the target: the surface the scan's cameras
+see), and minimises occupancy BCE (every hourglass) + Chamfer (stage 2).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig
 from ..pointcloud.reconstruct import VOXEL_RULE, Reconstructor
-from ..pointcloud.shapes import _rotation, corrupt, open_cut, random_shape, sample_surface, sdf_mesh
+from ..pointcloud.shapes import Corruption, _rotation, corrupt, open_cut, random_shape, sample_surface, scan_pair, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
 
@@ -75,8 +77,13 @@ class ShapeStream(IterableDataset):
             elif rng.random() < 0.5:
                 pool[int(rng.integers(len(pool)))] = self._new_mesh(rng)
             mesh = pool[int(rng.integers(len(pool)))]
-            clean = sample_surface(mesh, self.cfg.dense_points, rng)
-            noisy = corrupt(clean, rng)
+            pair = None
+            if self.cfg.scan_share and rng.random() < self.cfg.scan_share:  # no draw at 0: the stream of earlier runs
+                pair = scan_pair(mesh, self.cfg.dense_points, int(self.cfg.dense_points / rng.uniform(*Corruption().sparsity)), rng)
+            if pair is None:  # evenly spread points, or a scan that saw too little
+                clean = sample_surface(mesh, self.cfg.dense_points, rng)
+                pair = corrupt(clean, rng), clean
+            noisy, clean = pair
             yield torch.from_numpy(noisy).float(), torch.from_numpy(clean).float()
 
 
