@@ -11,7 +11,9 @@ area-weighted surface samples.
 
 Corruption (the issue's ranges): Gaussian noise with sigma 0.5-2 % of the bounding-box diagonal,
 4-16x fewer points, 0-5 % outliers uniform in the (slightly enlarged) box, and holes (points
-within random balls on the surface removed).
+within random balls on the surface removed). Or range scans (`RangeScan`, `scan_pair`): depth
+cameras around the mesh (Open3D ray casting), noise along each ray, and as the target the part
+of the surface the cameras see.
 """
 
 from __future__ import annotations
