@@ -317,7 +317,8 @@ class RangeScan:
     """Rays per camera: pixels x pixels."""
 
 
-def _raycasting_scene(mesh):
+def raycasting_scene(mesh):
+    """Open3D's ray-casting scene (a BVH) of a trimesh mesh."""
     import open3d as o3d
 
     scene = o3d.t.geometry.RaycastingScene()
@@ -328,16 +329,17 @@ def _raycasting_scene(mesh):
 
 
 def range_scan(mesh, views: int, sigma: float, n: int, rng: np.random.Generator,
-               pixels: int = 200) -> Tuple[np.ndarray, np.ndarray]:
+               pixels: int = 200, scene=None) -> Tuple[np.ndarray, np.ndarray]:
     """(points (n, 3), cameras (views, 3)): what depth cameras see of the mesh. Each camera sits
     at a random direction 1.5 bounding-box diagonals from the box's centre, looking at it
     (pinhole, pixels x pixels, the bounding sphere filling the view); each ray's first hit gets
     Gaussian noise of `sigma` (world units) along the ray; n of all hits are drawn at random (all
     of them when there are fewer). Dense where the surface faces a camera, sparse where rays
-    graze it, none where no camera sees (occluded parts, cavities)."""
+    graze it, none where no camera sees (occluded parts, cavities). `scene`: the mesh's
+    `raycasting_scene`, when the caller has it."""
     import open3d as o3d
 
-    scene = _raycasting_scene(mesh)
+    scene = raycasting_scene(mesh) if scene is None else scene
     centre, diag = mesh.bounds.mean(0), float(np.linalg.norm(mesh.extents))
     fov = float(np.degrees(2 * np.arcsin(0.5 / 1.5)))  # the box's diagonal seen from 1.5 diagonals
     hits, cameras = [], []
@@ -356,12 +358,12 @@ def range_scan(mesh, views: int, sigma: float, n: int, rng: np.random.Generator,
     return (hits[rng.choice(len(hits), n, replace=False)] if len(hits) > n else hits), np.array(cameras)
 
 
-def visible(mesh, cameras: np.ndarray, points: np.ndarray) -> np.ndarray:
+def visible(mesh, cameras: np.ndarray, points: np.ndarray, scene=None) -> np.ndarray:
     """(P,) bool: which surface points (P, 3) some camera sees (nothing of the mesh nearer on the
     line to it). Every point on the surface lies in `range_scan`'s views, so occlusion decides."""
     import open3d as o3d
 
-    scene = _raycasting_scene(mesh)
+    scene = raycasting_scene(mesh) if scene is None else scene
     tol = 1e-3 * float(np.linalg.norm(mesh.extents))
     seen = np.zeros(len(points), dtype=bool)
     for eye in cameras:
@@ -388,11 +390,11 @@ def scan_pair(mesh, n_clean: int, n_scan: int, rng: np.random.Generator, c: Opti
     points that its cameras see (the part of the surface the scan can show), or None when the
     scan saw too little (fewer than 100 hits or visible points)."""
     c = c or RangeScan()
-    diag = float(np.linalg.norm(mesh.extents))
+    diag, scene = float(np.linalg.norm(mesh.extents)), raycasting_scene(mesh)  # one BVH for both
     noisy, cameras = range_scan(mesh, int(rng.integers(c.views[0], c.views[1] + 1)), float(rng.uniform(*c.noise)) * diag,
-                                n_scan, rng, c.pixels)
+                                n_scan, rng, c.pixels, scene)
     surface = sample_surface(mesh, 2 * n_clean, rng)
-    clean = surface[visible(mesh, cameras, surface)][:n_clean]
+    clean = surface[visible(mesh, cameras, surface, scene)][:n_clean]
     if len(noisy) < 100 or len(clean) < 100:
         return None
     return add_outliers(noisy, float(rng.uniform(*c.outliers)), *mesh.bounds, rng), clean
