@@ -54,6 +54,40 @@ def test_estimated_normals_are_outward_on_a_torus_also_when_oriented_on_a_subset
         assert (cos > 0.95).mean() > 0.99, (at_most, (cos < 0).mean())
 
 
+def test_visibility_orients_a_thin_plate_that_the_neighbour_graph_flips_and_spares_an_open_sheet():
+    # a closed plate 0.06 thick (neighbourhoods reach across it): the graph orientation passes one
+    # side to both faces (about half the normals point in); visibility sees each face from its side
+    import trimesh
+
+    from inr.data.orientation import seam, view_directions
+    from inr.data.surfaces import _consistent, _open3d, estimate_normals, orient_outwards
+
+    o3d = _open3d(None, "")
+    plate = trimesh.creation.box((2.0, 1.0, 0.06))
+    pts, faces = trimesh.sample.sample_surface(plate, 6000, seed=0)
+    pts = np.asarray(pts) + np.random.default_rng(0).normal(scale=0.005, size=(6000, 3))
+    truth = plate.face_normals[faces]
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(pts))
+    cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(30))
+    graph_only = orient_outwards(pts, _consistent(o3d, pts, np.asarray(cloud.normals)))
+    assert (np.sum(graph_only * truth, 1) < 0).mean() > 0.3  # the failure this guards against
+    assert (np.sum(estimate_normals(pts) * truth, 1) < 0).mean() < 0.03
+    # an open wavy sheet, seen from both sides: one side throughout, as the graph gives it
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(-1, 1, (2, 6000))
+    sheet = np.c_[x, y, 0.3 * np.sin(3 * x) * np.cos(2 * y)]
+    up = np.c_[-0.9 * np.cos(3 * x) * np.cos(2 * y), 0.6 * np.sin(3 * x) * np.sin(2 * y), np.ones(6000)]
+    cos = np.sum(estimate_normals(sheet) * up, 1) / np.linalg.norm(up, axis=1)
+    assert min((cos < 0).mean(), (cos > 0).mean()) < 0.005
+    # the helpers' known answers: even directions on the unit sphere; a seam only where sides disagree
+    d = view_directions(14)
+    assert np.allclose(np.linalg.norm(d, axis=1), 1) and np.abs(d.mean(0)).max() < 0.05
+    sphere = rng.normal(size=(3000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    assert seam(sphere, sphere) == 0.0
+    assert seam(sphere, sphere * np.where(sphere[:, 2:] > 0, 1, -1)) > 0.0
+
+
 def test_denoise_writes_oriented_normals_where_the_format_holds_them(tmp_path, capsys):
     from inr.data.pointclouds import read_oriented_cloud
 
