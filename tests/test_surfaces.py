@@ -88,6 +88,16 @@ def test_visibility_orients_a_thin_plate_that_the_neighbour_graph_flips_and_spar
     assert seam(sphere, sphere * np.where(sphere[:, 2:] > 0, 1, -1)) > 0.0
 
 
+def test_estimated_normals_of_a_flat_cloud_take_one_side():
+    # open3d's graph orientation fails on a plane (qhull: cospherical Delaunay sites), and so
+    # does hidden point removal: a flat scan still gets normals, all to one side of it
+    from inr.data.surfaces import estimate_normals
+
+    flat = np.c_[np.random.default_rng(0).uniform(size=(500, 2)), np.zeros(500)]
+    z = estimate_normals(flat)[:, 2]
+    assert np.allclose(np.abs(z), 1) and (np.all(z > 0) or np.all(z < 0))
+
+
 def test_denoise_writes_oriented_normals_where_the_format_holds_them(tmp_path, capsys):
     from inr.data.pointclouds import read_oriented_cloud
 

@@ -55,7 +55,10 @@ def tangent_edges(points: np.ndarray, normals: np.ndarray, k: int = DIFFUSE_NEIG
 def seam(points: np.ndarray, normals: np.ndarray) -> float:
     """How much the oriented normals disagree along the surface: the sum of |n_i . n_j| over the
     tangent edges whose normals point to opposite sides, per tangent edge."""
-    _, _, c = tangent_edges(points, normals)
+    return _seam(tangent_edges(points, normals)[2])
+
+
+def _seam(c: np.ndarray) -> float:
     return float(np.sum(-c[c < 0]) / max(len(c), 1))
 
 
@@ -77,12 +80,13 @@ def votes(o3d, points: np.ndarray, normals: np.ndarray) -> np.ndarray:
     return np.where(seen > 0, total / np.maximum(seen, 1), 0.0)
 
 
-def visible_sides(o3d, points: np.ndarray, normals: np.ndarray) -> np.ndarray:
-    """(N,) +1 or -1: the side of each normal that visibility and its neighbours agree on."""
+def visible_sides(o3d, points: np.ndarray, normals: np.ndarray, edges=None) -> np.ndarray:
+    """(N,) +1 or -1: the side of each normal that visibility and its neighbours agree on
+    (`edges`: `tangent_edges(points, normals)`, when the caller has them)."""
     from scipy.sparse import csr_matrix
 
     vote = votes(o3d, points, normals)
-    i, j, c = tangent_edges(points, normals)
+    i, j, c = tangent_edges(points, normals) if edges is None else edges
     graph = csr_matrix((c, (i, j)), shape=(len(points),) * 2)
     graph = graph + graph.T
     weight = np.asarray(abs(graph).sum(1)).ravel() + 1e-12
@@ -90,3 +94,18 @@ def visible_sides(o3d, points: np.ndarray, normals: np.ndarray) -> np.ndarray:
     for _ in range(DIFFUSE_STEPS):
         f = DIFFUSE_VOTE * vote + (1 - DIFFUSE_VOTE) * (graph @ f) / weight
     return np.where(f < 0, -1.0, 1.0)
+
+
+def prefer_visible(o3d, points: np.ndarray, normals: np.ndarray) -> np.ndarray:
+    """`normals` (consistently oriented), or them turned to the sides of `visible_sides` where
+    that leaves a smaller `seam`. The tangent edges do not depend on the normals' signs, so
+    both seams come from one neighbour search. Clouds that hidden point removal cannot take
+    (qhull fails on degenerate ones, e.g. all points on a line) keep `normals`."""
+    if len(points) <= DIFFUSE_NEIGHBOURS + 1:
+        return normals
+    i, j, c = edges = tangent_edges(points, normals)
+    try:
+        sides = visible_sides(o3d, points, normals, edges)
+    except RuntimeError:
+        return normals
+    return normals * sides[:, None] if _seam(c * sides[i] * sides[j]) < _seam(c) else normals

@@ -74,6 +74,8 @@ def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT
     leaves fewer seams (`inr.data.orientation`), then turned outwards as a whole (pointing away
     from the centroid on average). Thin or open parts may come out flipped: give normals when
     the scanner has them."""
+    from .orientation import prefer_visible
+
     o3d = _open3d(path, "estimating normals needs open3d (or give a cloud with normals)")
     points = np.asarray(points, np.float64)
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
@@ -81,35 +83,30 @@ def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT
     normals = np.asarray(cloud.normals, dtype=np.float64)
     if len(points) > orient_at_most:
         subset = np.sort(np.random.default_rng(0).choice(len(points), orient_at_most, replace=False))
-        sides = _prefer_visible(o3d, points[subset], _consistent(o3d, points[subset], normals[subset]))
+        sides = prefer_visible(o3d, points[subset], _consistent(o3d, points[subset], normals[subset]))
         from scipy.spatial import cKDTree
 
         _, near = cKDTree(points[subset]).query(points, 5)
         vote = np.einsum("nkd,nd->n", sides[near], normals)
         normals = np.where(vote[:, None] < 0, -normals, normals)
     else:
-        normals = _prefer_visible(o3d, points, _consistent(o3d, points, normals))
+        normals = prefer_visible(o3d, points, _consistent(o3d, points, normals))
     return orient_outwards(points, normals)
 
 
-def _prefer_visible(o3d, points: np.ndarray, normals: np.ndarray) -> np.ndarray:
-    """The consistent normals, or the sides that visibility gives them where those leave fewer
-    seams (`inr.data.orientation`)."""
-    from .orientation import DIFFUSE_NEIGHBOURS, seam, visible_sides
-
-    if len(points) <= DIFFUSE_NEIGHBOURS + 1:
-        return normals
-    other = normals * visible_sides(o3d, points, normals)[:, None]
-    return other if seam(points, other) < seam(points, normals) else normals
-
-
 def _consistent(o3d, points: np.ndarray, normals: np.ndarray) -> np.ndarray:
-    """The normals, each kept or flipped so that neighbours agree (open3d's graph orientation)."""
+    """The normals, each kept or flipped so that neighbours agree (open3d's graph orientation).
+    On a flat or straight cloud that graph cannot be built (qhull fails on its Delaunay
+    triangulation); there every normal takes the side of their main direction."""
     if len(points) <= ORIENT_NEIGHBOURS + 1:
         return normals
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
     cloud.normals = o3d.utility.Vector3dVector(normals)
-    cloud.orient_normals_consistent_tangent_plane(ORIENT_NEIGHBOURS)
+    try:
+        cloud.orient_normals_consistent_tangent_plane(ORIENT_NEIGHBOURS)
+    except RuntimeError:
+        main = np.linalg.eigh(normals.T @ normals)[1][:, -1]
+        return np.where((normals @ main)[:, None] < 0, -normals, normals)
     return np.asarray(cloud.normals, dtype=np.float64)
 
 
