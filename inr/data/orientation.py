@@ -13,8 +13,8 @@ for the points a camera sees: seen from outside, a surface faces the camera. `vi
    agree): DIFFUSE_STEPS steps of f <- DIFFUSE_VOTE * vote + (1 - DIFFUSE_VOTE) * (mean of
    the neighbours' signed f); a point takes the side of its f's sign.
 On an open surface seen from both sides the votes disagree from place to place, and the result
-can break a good orientation into patches. So the caller keeps whichever of the two has the
-smaller `seam`: the tangent edges whose two normals point to opposite sides.
+can break a good orientation into patches. So `prefer_visible` keeps whichever of the two has
+the smaller `seam`: the tangent edges whose two normals point to opposite sides.
 Chosen on range and evenly spread scans of the training meshes (not the held-out ones); see the
 README's "Normals" table."""
 
