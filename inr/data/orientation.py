@@ -44,7 +44,7 @@ def tangent_edges(points: np.ndarray, normals: np.ndarray, k: int = DIFFUSE_NEIG
     from scipy.spatial import cKDTree
 
     k = min(k, len(points) - 1)
-    _, near = cKDTree(points).query(points, k + 1)
+    _, near = cKDTree(points).query(points, k + 1, workers=-1)
     i, j = np.repeat(np.arange(len(points)), k), near[:, 1:].ravel()
     offset = points[j] - points[i]
     length = np.linalg.norm(offset, axis=1) + 1e-12

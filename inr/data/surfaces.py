@@ -86,7 +86,7 @@ def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT
         sides = prefer_visible(o3d, points[subset], _consistent(o3d, points[subset], normals[subset]))
         from scipy.spatial import cKDTree
 
-        _, near = cKDTree(points[subset]).query(points, 5)
+        _, near = cKDTree(points[subset]).query(points, 5, workers=-1)
         vote = np.einsum("nkd,nd->n", sides[near], normals)
         normals = np.where(vote[:, None] < 0, -normals, normals)
     else:
