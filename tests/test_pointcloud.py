@@ -142,7 +142,7 @@ def test_cloud_files_round_trip(tmp_path, suffix):
     path = tmp_path / f"c{suffix}"
     write_cloud(path, pts, None if suffix == ".xyz" else colors)
     back, back_colors = read_cloud(path)
-    np.testing.assert_allclose(back, pts, atol=1e-6, rtol=0)  # open3d and .npy store float32
+    np.testing.assert_allclose(back, pts, atol=1e-6, rtol=0)  # PCD stores float32 near the origin
     if suffix != ".xyz":
         np.testing.assert_allclose(back_colors, colors, atol=0.5 / 255 + 1e-6)  # 8-bit colours in PLY/PCD
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
@@ -486,25 +486,27 @@ def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weig
     coarse8, fine8 = coarse[:56].repeat_interleave(k, 0), fine.repeat_interleave(k, 0)
     base8 = (coarse[:56] + torch.tensor([0.0, 0.01, 0.0])).repeat_interleave(k, 0)  # the base pass: its own points
     passes = []
+    centre = torch.tensor([1.0, 0.0, 0.0])  # the passes see the cloud about its box centre, and answer there
 
     def run(self, cloud, frame, *a):
         passes.append(round(frame.voxel, 6))
-        return fine8 if frame.voxel < 0.1 else base8
+        return (fine8 if frame.voxel < 0.1 else base8) - centre
 
-    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, cloud, frame: (coarse8, 0.3))
+    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, cloud, frame: (coarse8 - centre, 0.3))
     monkeypatch.setattr(Reconstructor, "_run", run)
     monkeypatch.setattr("inr.pointcloud.reconstruct.make_frame", lambda *a, **kw: Frame(torch.zeros(3), 0.1))
     pts, index = model.reconstruct(noisy)
     assert passes == [0.05, 0.1]
     want = fill_gaps(fine8, base8, noisy, 0.1)
     assert int(want.sum()) == k * int(add[:56].sum()) > 0
-    assert torch.equal(pts, torch.cat([fine8, base8[want]]))
+    torch.testing.assert_close(pts, torch.cat([fine8, base8[want]]), atol=1e-6, rtol=0)
     assert torch.equal(index[: len(fine8)], torch.arange(101).repeat_interleave(k))
     assert torch.equal(index[len(fine8):], 101 + torch.arange(56).repeat_interleave(k)[want])
     # no gap in the coarse pass's view: no base pass, the fine pass alone
     passes.clear()
-    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, cloud, frame: (fine8, 0.3))
-    assert torch.equal(model.reconstruct(noisy)[0], fine8) and passes == [0.05]
+    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, cloud, frame: (fine8 - centre, 0.3))
+    torch.testing.assert_close(model.reconstruct(noisy)[0], fine8, atol=1e-6, rtol=0)
+    assert passes == [0.05]
 
 
 def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, tiny_weights):

@@ -298,3 +298,47 @@ def test_read_surface_without_normals_reads_the_same_points_and_estimates_none(t
     full, bare = read_surface(tmp_path / "c.npy"), read_surface(tmp_path / "c.npy", normals=False)
     assert full.normals_from == "estimated" and bare.normals is None and bare.normals_from == "none"
     assert np.array_equal(full.points, bare.points)
+
+
+def test_a_cloud_far_from_the_origin_gives_the_near_clouds_results_moved(tmp_path, capsys):
+    # a georeferenced scan: a unit sphere at UTM-like coordinates, where float32 rounds to a grid
+    # of 0.25-0.5; every step must give the same answer as on the cloud at the origin, moved
+    import trimesh
+
+    from inr.data.surfaces import estimate_normals
+    from inr.pointcloud import classical
+    from inr.pointcloud.knn import knn
+    from inr.pointcloud.metrics import nearest_distances
+    from inr.tasks.outputs import write_mesh
+
+    offset = np.array([512345.0, 4123456.0, 321.0])
+    near = _sphere_points(1500, noise=0.01)
+    far = near + offset
+    assert np.abs(far.astype(np.float32) - far).max() > 0.05  # what float32 would do to it
+    idx_near, d2_near = knn(torch.from_numpy(near), torch.from_numpy(near), 8)
+    idx_far, d2_far = knn(torch.from_numpy(far), torch.from_numpy(far), 8)
+    assert torch.equal(idx_far, idx_near) and torch.allclose(d2_far, d2_near, atol=1e-7)
+    np.save(tmp_path / "near.npy", near)
+    np.save(tmp_path / "far.npy", far)
+    for label, extra in (("network", []), ("mls", ["--baseline", "mls"])):
+        for name in ("near", "far"):
+            assert main(["pointcloud", "denoise", str(tmp_path / f"{name}.npy"), str(tmp_path / f"{name}-{label}.ply"),
+                         "--no-progress", *extra]) == 0
+        a, b = (read_cloud(tmp_path / f"{name}-{label}.ply")[0] for name in ("near", "far"))
+        assert len(a) == len(b) > 1000
+        np.testing.assert_allclose(b - offset, a, atol=1e-5, err_msg=label)
+    normals_near, normals_far = estimate_normals(near), estimate_normals(far)
+    assert (np.sum(normals_near * normals_far, 1) > 0.999).all()
+    assert (np.sum(normals_near * near, 1) > 0).mean() > 0.95  # and they point out of the sphere
+    mesh_near = classical.poisson(near, normals_near, 6)
+    mesh_far = classical.poisson(far, normals_far, 6)
+    assert len(mesh_far.faces) == len(mesh_near.faces) > 500
+    gap = nearest_distances(mesh_far.vertices - offset, mesh_near.vertices)  # the same vertices (in their own order)
+    assert gap.max() < 1e-5, gap.max()  # Poisson computes in float32 about the centre
+    for suffix in (".ply", ".glb", ".obj"):  # float32 PLY/GLB vertices would round them
+        write_mesh(tmp_path / f"m{suffix}", mesh_far)
+        back = trimesh.load(tmp_path / f"m{suffix}", process=False, force="mesh")
+        np.testing.assert_allclose(back.vertices, mesh_far.vertices, atol=1e-5, rtol=0, err_msg=suffix)
+    for suffix in (".ply", ".pcd", ".xyz", ".npy"):
+        write_cloud(tmp_path / f"c{suffix}", far)
+        np.testing.assert_allclose(read_cloud(tmp_path / f"c{suffix}")[0], far, atol=1e-6, rtol=0, err_msg=suffix)

@@ -73,8 +73,10 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
     else:
         if suffix in (".ply", ".xyz") and not _looks_like(path, suffix):
             raise InputError(path, f"is not a {suffix[1:].upper()} point cloud")
-        if _has_open3d() or suffix == ".pcd":
-            o3d = _open3d(path, "PCD files need open3d")
+        if suffix == ".pcd":
+            points, colors, normals = _read_pcd(path)
+        elif _has_open3d():
+            o3d = _open3d(path)
             cloud = o3d.io.read_point_cloud(str(path), format=suffix[1:], print_progress=False)
             points = np.asarray(cloud.points, dtype=np.float64)
             if cloud.has_colors():
@@ -158,7 +160,9 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
                 points, np.zeros_like(points) if colors is None else colors]
             data = np.concatenate(cols + ([] if normals is None else [normals]), 1)
             with tmp.open("wb") as f:
-                np.save(f, data.astype(np.float32))
+                np.save(f, data.astype(np.float64))  # float32 would round coordinates far from the origin
+        elif suffix == ".pcd":
+            _write_pcd(path, tmp, points, colors, normals)
         elif not _has_open3d() and (suffix == ".xyz" or (suffix == ".ply" and normals is None)):
             _write_without_open3d(tmp, suffix, np.asarray(points, np.float64), colors)
         else:
@@ -173,6 +177,54 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _read_pcd(path: Path):
+    """(points, colours or None, normals or None) of a PCD file, through open3d's tensor reader:
+    the legacy one misreads PCD files whose coordinates are stored as doubles (F 8), which
+    georeferenced scans need."""
+    o3d = _open3d(path, "PCD files need open3d")
+    cloud = o3d.t.io.read_point_cloud(str(path))
+    fields = set(cloud.point)
+    if "positions" not in fields:
+        return np.zeros((0, 3)), None, None
+    points = cloud.point.positions.numpy().astype(np.float64)
+    colors = normals = None
+    if "colors" in fields:
+        raw = cloud.point.colors.numpy()
+        colors = raw.astype(np.float64) / (255.0 if np.issubdtype(raw.dtype, np.integer) else 1.0)
+    if "normals" in fields:
+        normals = cloud.point.normals.numpy().astype(np.float64)
+    return points, colors, normals
+
+
+FLOAT32_ERROR = 1e-7
+"""Files whose format usually stores coordinates as float32 (PCD, PLY meshes) get float64 where
+rounding to float32 would move a point by more than this share of the bounding-box diagonal:
+geometry far from the origin, such as a georeferenced scan, whose float32 coordinates would lie
+on a grid of a quarter unit or coarser."""
+
+
+def float32_loses(points: np.ndarray) -> bool:
+    """Whether float32 would move one of the (N, 3) points by more than FLOAT32_ERROR of their diagonal."""
+    points = np.asarray(points, np.float64)
+    if len(points) == 0:
+        return False
+    diag = float(np.linalg.norm(np.ptp(points, axis=0)))
+    return float(np.abs(points.astype(np.float32) - points).max()) > FLOAT32_ERROR * diag
+
+
+def _write_pcd(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray], normals: Optional[np.ndarray]) -> None:
+    o3d = _open3d(path, "PCD files need open3d")
+    points = np.asarray(points, np.float64)
+    dtype = np.float64 if float32_loses(points) else np.float32
+    cloud = o3d.t.geometry.PointCloud(o3d.core.Tensor(points.astype(dtype)))
+    if colors is not None:
+        cloud.point.colors = o3d.core.Tensor(np.asarray(colors, np.float32))
+    if normals is not None:
+        cloud.point.normals = o3d.core.Tensor(np.asarray(normals, dtype))  # open3d's header goes wrong when they differ
+    if not o3d.t.io.write_point_cloud(str(tmp), cloud):
+        raise InputError(path, "open3d could not write it")
 
 
 def _read_without_open3d(path: Path, suffix: str):
@@ -199,7 +251,7 @@ def _read_without_open3d(path: Path, suffix: str):
 
 def _write_without_open3d(tmp: Path, suffix: str, points: np.ndarray, colors: Optional[np.ndarray]) -> None:
     if suffix == ".xyz":
-        np.savetxt(tmp, points, fmt="%.9g")
+        np.savetxt(tmp, points, fmt="%.15g")  # float64 detail far from the origin
         return
     import trimesh
 

@@ -78,6 +78,8 @@ def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT
 
     o3d = _open3d(path, "estimating normals needs open3d (or give a cloud with normals)")
     points = np.asarray(points, np.float64)
+    points = points - (points.min(0) + points.max(0)) / 2  # normals do not move with the cloud; open3d's
+    # covariances and orientation lose the detail of coordinates far from the origin (georeferenced scans)
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
     cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(NORMAL_NEIGHBOURS))
     normals = np.asarray(cloud.normals, dtype=np.float64)

@@ -29,7 +29,7 @@ def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_P
 
 
 def _project_once(x: np.ndarray, k: int) -> np.ndarray:
-    t = torch.from_numpy(x).float()
+    t = torch.from_numpy(x)  # float64: knn takes it relative to the box centre before float32
     idx, d2 = knn(t, t, k)
     nb = x[idx.numpy()]  # (N, k, 3)
     d2 = d2.numpy().astype(np.float64)

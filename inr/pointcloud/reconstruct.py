@@ -281,10 +281,12 @@ class Reconstructor(nn.Module):
         finer where the cloud's noise, read from a coarse pass first, is low enough for it; gaps
         of the finer pass that the coarse one covers are filled from a base-voxel pass (`fill_gaps`).
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
-        progress bar on stderr when `progress` is set. `noisy` may be on any device: the model
-        runs on its own, the points come back on noisy's."""
-        home = noisy.device
-        noisy = noisy.to(self.max_density.device)
+        progress bar on stderr when `progress` is set. `noisy` may be on any device and of any
+        float dtype: the model runs on its own device in float32, on the cloud taken relative to
+        its box centre (so float64 coordinates far from the origin, such as georeferenced scans,
+        keep their detail); the points come back on noisy's device, in its dtype."""
+        home, dtype = noisy.device, noisy.dtype
+        noisy, origin = self._local(noisy)
         if voxel is not None:
             frame = Frame((noisy.min(0).values + noisy.max(0).values) / 2, float(voxel))
         else:
@@ -307,14 +309,20 @@ class Reconstructor(nn.Module):
             add = fill_gaps(pts, whole, noisy, base)
             whole_index = len(pts) // k + torch.arange(len(whole) // k, device=noisy.device).repeat_interleave(k)
             pts, voxel_index = torch.cat([pts, whole[add]]), torch.cat([voxel_index, whole_index[add]])
-        return pts.to(home), voxel_index.to(home)
+        return pts.to(home, dtype) + origin, voxel_index.to(home)
+
+    def _local(self, noisy: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(noisy relative to its box centre, as float32 on the model's device; that centre, in
+        noisy's dtype and on its device)."""
+        origin = (noisy.min(0).values + noisy.max(0).values) / 2
+        return (noisy - origin).to(self.max_density.device, torch.float32), origin
 
     @torch.no_grad()
     def noise_level(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> float:
         """The cloud's noise in voxels of side `voxel` (default: the base voxel): the median
         distance of its points to the planes of the network's output at NOISE_VOXEL times that
         voxel, / 0.6745 (a Gaussian's sigma from the median of its absolute value)."""
-        noisy = noisy.to(self.max_density.device)
+        noisy = self._local(noisy)[0]
         frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
         return self._read_noise(noisy, frame if voxel is None else Frame(frame.centre, float(voxel)))[1]
 

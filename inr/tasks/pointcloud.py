@@ -81,7 +81,7 @@ def network_points(points: np.ndarray, weights: Optional[Path] = None, voxel: Op
     if not weights and not path.is_file():
         raise InputError(path, "no trained weights are shipped yet; pass --weights DIR/model.pt from `inr pointcloud train`")
     model = load_weights(path).to(resolve_device(device))
-    pts, _ = model.reconstruct(torch.from_numpy(points).float(), voxel=voxel, progress=progress)
+    pts, _ = model.reconstruct(torch.from_numpy(points), voxel=voxel, progress=progress)  # float64 in and out
     return pts.double().cpu().numpy(), path
 
 
@@ -135,7 +135,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if colors is not None:
         from ..pointcloud.knn import knn
 
-        idx, _ = knn(torch.from_numpy(result).float(), torch.from_numpy(points).float(), 1)
+        idx, _ = knn(torch.from_numpy(result), torch.from_numpy(points), 1)  # float64: exact far from the origin
         out_colors = colors[idx[:, 0].numpy()]
     out_normals = None
     if normals:

@@ -70,14 +70,17 @@ class CloudViewer:
         self.size = gui.add_slider("point size", min=0.0005, max=0.05, step=0.0005,
                                    initial_value=round(min(max(self.diag / 250, 0.0005), 0.05), 4))
         self.show_normals = gui.add_checkbox("normals (the file's, else PCA of 16 neighbours)", initial_value=False)
+        # the scene is shown about the boxes' centre: the browser draws in float32, which would
+        # round a georeferenced scan (millions of units from the origin) to a coarse grid
+        origin = (np.min([b[0] for b in boxes], 0) + np.max([b[1] for b in boxes], 0)) / 2
         for i, (path, kind, data) in enumerate(loaded):
-            offset = np.array([1.2 * width * i, 0.0, 0.0])
+            offset = np.array([1.2 * width * i, 0.0, 0.0]) - origin
             self.items.append(self._add(f"/{i}_{path.stem}", path, kind, data, offset))
         self.size.on_update(lambda _: self._resize())
         self.show_normals.on_update(lambda _: self._normals())
         lo = np.min([b[0] for b in boxes], 0)
         hi = np.max([b[1] for b in boxes], 0) + np.array([1.2 * width * (len(paths) - 1), 0, 0])
-        self.centre, self.extent = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
+        self.centre, self.extent = (lo + hi) / 2 - origin, float(np.linalg.norm(hi - lo))
 
     def _add(self, name: str, path: Path, kind: str, data, offset: np.ndarray) -> dict:
         gui, scene = self.server.gui, self.server.scene
