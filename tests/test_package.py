@@ -60,7 +60,10 @@ def test_point_clouds_without_open3d(tmp_path, monkeypatch):
         assert np.allclose(back, pts, atol=1e-6)
         if suffix == ".ply":
             assert np.abs(back_cols - cols).max() <= 0.5 / 255 + 1e-9
-    with pytest.raises(Exception, match="PCD files and PLY normals need open3d"):
+    with pytest.raises(Exception, match="PCD files need open3d"):
         write_cloud(tmp_path / "c.pcd", pts)
+    with pytest.raises(Exception, match="PLY files with normals need open3d"):
+        write_cloud(tmp_path / "n.ply", pts, normals=pts)
+    assert not (tmp_path / "c.pcd").exists() and not (tmp_path / "n.ply").exists()
     sub = even_subsample(pts, 100)
     assert sub.shape == (100, 3)

@@ -166,7 +166,7 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
         elif not _has_open3d() and (suffix == ".xyz" or (suffix == ".ply" and normals is None)):
             _write_without_open3d(tmp, suffix, np.asarray(points, np.float64), colors)
         else:
-            o3d = _open3d(path, "PCD files and PLY normals need open3d")
+            o3d = _open3d(path, "PLY files with normals need open3d")
             cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
             if colors is not None:
                 cloud.colors = o3d.utility.Vector3dVector(np.asarray(colors, np.float64))
