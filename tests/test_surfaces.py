@@ -342,3 +342,35 @@ def test_a_cloud_far_from_the_origin_gives_the_near_clouds_results_moved(tmp_pat
     for suffix in (".ply", ".pcd", ".xyz", ".npy"):
         write_cloud(tmp_path / f"c{suffix}", far)
         np.testing.assert_allclose(read_cloud(tmp_path / f"c{suffix}")[0], far, atol=1e-6, rtol=0, err_msg=suffix)
+
+
+def test_far_strays_neither_coarsen_the_voxel_nor_break_the_network():
+    # a scan with 3 stray returns far from the object (reflections, a bird): the raw bounding box
+    # would make the voxel 10-1000x coarser and the output a blur; the frame must be the clean
+    # cloud's, strays 1000 diagonals out (beyond STRAY_REACH) must leave the output exactly as it
+    # was, and nearer strays must not come out as surface
+    from inr.pointcloud.reconstruct import STRAY_REACH, extent, make_frame
+    from inr.pointcloud.metrics import nearest_distances
+    from inr.tasks.pointcloud import network_points
+
+    clean = _sphere_points(1500, noise=0.01)
+    lo, hi = clean.min(0), clean.max(0)
+    diag = float(np.linalg.norm(hi - lo))
+    ways = np.array([[1.0, 0.3, 0.2], [-0.2, 1.0, 0.5], [0.1, -0.4, -1.0]])
+    ways /= np.linalg.norm(ways, axis=1, keepdims=True)
+    base, _ = network_points(clean)
+    assert 1000 < len(base)
+    assert nearest_distances(base, clean).max() < 0.1 * diag
+    for far in (10.0, 1000.0, 1e6):
+        dirty = np.concatenate([clean, (lo + hi) / 2 + far * diag * ways])
+        d_lo, d_hi = extent(torch.from_numpy(dirty))
+        np.testing.assert_array_equal(d_lo.numpy(), lo)  # the clean cloud's box, to the bit
+        np.testing.assert_array_equal(d_hi.numpy(), hi)
+        assert make_frame(torch.from_numpy(dirty).float(), 56).voxel == make_frame(torch.from_numpy(clean).float(), 56).voxel
+        out, _ = network_points(dirty)
+        assert np.linalg.norm(out - (lo + hi) / 2, axis=1).max() < 0.6 * diag, far  # no stray came out
+        if far * 56 > STRAY_REACH:  # left out of the input: the same output as without them
+            np.testing.assert_allclose(out, base, atol=1e-6, rtol=0)
+        else:  # in the input (only the noise reading's median sees them): nearly the same surface
+            gap = nearest_distances(out, base).mean() + nearest_distances(base, out).mean()
+            assert gap < 0.002 * diag, (far, gap)
