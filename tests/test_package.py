@@ -65,5 +65,10 @@ def test_point_clouds_without_open3d(tmp_path, monkeypatch):
     with pytest.raises(Exception, match="PLY files with normals need open3d"):
         write_cloud(tmp_path / "n.ply", pts, normals=pts)
     assert not (tmp_path / "c.pcd").exists() and not (tmp_path / "n.ply").exists()
+    cut = tmp_path / "cut.ply"  # an ASCII PLY cut short: trimesh reads the lines there are
+    cut.write_text("ply\nformat ascii 1.0\nelement vertex 10\nproperty float x\nproperty float y\n"
+                   "property float z\nend_header\n" + "".join(f"{i} {i * i} 1\n" for i in range(5)))
+    with pytest.raises(Exception, match="holds 5 of the 10 points its header declares"):
+        read_cloud(cut)
     sub = even_subsample(pts, 100)
     assert sub.shape == (100, 3)

@@ -220,6 +220,39 @@ def test_pointcloud_eval_bad_inputs_exit_2(tmp_path, case, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("case", ["binary PLY cut short", "ASCII PLY cut short", "PCD of garbage"])
+def test_unreadable_cloud_files_give_one_line_exit_2(tmp_path, case, capfd):
+    # open3d reads these without raising: it prints its complaint (stdout and stderr) and returns
+    # a cloud anyway, a cut-short PLY with all its points and the missing ones zero
+    import numpy as np
+    import open3d as o3d
+
+    from inr.cli import main
+
+    pts = _sphere_points(400)
+    if case == "PCD of garbage":
+        bad = tmp_path / "scan.pcd"
+        bad.write_bytes(b"# .PCD v0.7\nFIELDS what\n" + bytes(range(256)))
+    else:
+        good = tmp_path / "good.ply"
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(pts))
+        assert o3d.io.write_point_cloud(str(good), cloud, write_ascii=case.startswith("ASCII"))
+        data = good.read_bytes()
+        bad = tmp_path / "scan.ply"
+        bad.write_bytes(data[: len(data) * 2 // 3])
+    out = tmp_path / "out.ply"
+    assert main(["pointcloud", "denoise", str(bad), str(out), "--no-progress"]) == 2
+    captured = capfd.readouterr()
+    assert captured.out == ""
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"inr: error: {bad}: is not a readable"), captured.err
+    assert not out.exists()
+    assert main(["pointcloud", "denoise", str(good if case != "PCD of garbage" else bad), str(out), "--no-progress"]) == (
+        0 if case != "PCD of garbage" else 2)  # the whole file reads, quietly
+    captured = capfd.readouterr()
+    assert "RPly" not in captured.err and "Open3D" not in captured.out + captured.err
+
+
 def test_pointcloud_eval_cli_known_values(tmp_path, capsys):
     import json
 

@@ -9,8 +9,12 @@ exact duplicate points (unless the caller drops them).
 from __future__ import annotations
 
 import os
+import re
+import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -75,9 +79,12 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
             raise InputError(path, f"is not a {suffix[1:].upper()} point cloud")
         if suffix == ".pcd":
             points, colors, normals = _read_pcd(path)
+        elif suffix == ".ply" and _ply_vertex_count(path) == 0:
+            points = np.zeros((0, 3))  # open3d calls that a failed read
         elif _has_open3d():
             o3d = _open3d(path)
-            cloud = o3d.io.read_point_cloud(str(path), format=suffix[1:], print_progress=False)
+            with _native_read(path, suffix):
+                cloud = o3d.io.read_point_cloud(str(path), format=suffix[1:], print_progress=False)
             points = np.asarray(cloud.points, dtype=np.float64)
             if cloud.has_colors():
                 colors = np.asarray(cloud.colors, dtype=np.float64)
@@ -104,6 +111,71 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
         colors = None if colors is None else colors[keep]
         normals = None if normals is None else normals[keep]
     return points, colors, normals
+
+
+_READ_FAILED = re.compile(r"failed|error|unexpected end", re.IGNORECASE)
+
+
+@contextmanager
+def _native_read(path: Path, suffix: str):
+    """Runs an open3d read with the process's stdout and stderr caught. open3d reports a file it
+    cannot parse (a PCD header it does not understand, a PLY cut short) only by printing, on
+    stdout (its own warnings) and stderr (RPly's), and returns a cloud anyway: a truncated PLY
+    comes back with its full point count, the missing points zero. A printed failure becomes an
+    InputError naming the file; anything else printed is passed on to stderr."""
+    lines: List[str] = []
+    with _caught_output(lines):
+        yield
+    messages = [m for m in dict.fromkeys(_plain(line) for line in lines) if m]
+    failures = [m for m in messages if _READ_FAILED.search(m)]
+    if failures:
+        detail = "; ".join(failures[:3])
+        raise InputError(path, f"is not a readable {suffix[1:].upper()} point cloud, or is cut short (open3d: {detail})")
+    for m in messages:
+        print(m, file=sys.stderr)
+
+
+def _plain(line: str) -> str:
+    """An open3d/RPly message without colour codes, its [Open3D WARNING] tag and trailing dots."""
+    line = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
+    return re.sub(r"^\[Open3D [A-Z]+\]\s*", "", line).rstrip(".")
+
+
+@contextmanager
+def _caught_output(lines: List[str]):
+    """Collects, line by line, what is printed while the block runs: by native code to file
+    descriptors 1 and 2 (RPly), and through Python's sys.stdout/sys.stderr (open3d's logger
+    prints there), whatever those are at the time."""
+    import contextlib
+    import ctypes
+    import io
+
+    def flush_all():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            ctypes.CDLL(None).fflush(None)
+        except (OSError, AttributeError):  # no C library handle (not Linux/macOS)
+            pass
+
+    flush_all()
+    saved = [os.dup(1), os.dup(2)]
+    python = io.StringIO()
+    with tempfile.TemporaryFile() as sink:
+        try:
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            with contextlib.redirect_stdout(python), contextlib.redirect_stderr(python):
+                yield
+        finally:
+            flush_all()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            sink.seek(0)
+            lines.extend(sink.read().decode("utf-8", "replace").splitlines())
+            lines.extend(python.getvalue().splitlines())
 
 
 def _looks_like(path: Path, suffix: str) -> bool:
@@ -184,7 +256,8 @@ def _read_pcd(path: Path):
     the legacy one misreads PCD files whose coordinates are stored as doubles (F 8), which
     georeferenced scans need."""
     o3d = _open3d(path, "PCD files need open3d")
-    cloud = o3d.t.io.read_point_cloud(str(path))
+    with _native_read(path, ".pcd"):
+        cloud = o3d.t.io.read_point_cloud(str(path))
     fields = set(cloud.point)
     if "positions" not in fields:
         return np.zeros((0, 3)), None, None
@@ -242,11 +315,32 @@ def _read_without_open3d(path: Path, suffix: str):
     except Exception as exc:  # trimesh raises many types for bad files
         raise InputError(path, f"cannot be read as a PLY point cloud ({type(exc).__name__})") from None
     points = np.asarray(geom.vertices, dtype=np.float64)
+    declared = _ply_vertex_count(path)
+    if declared is not None and len(points) < declared:  # trimesh reads what an ASCII file holds
+        raise InputError(path, f"holds {len(points)} of the {declared} points its header declares (cut short?)")
     colors = None
     raw = getattr(geom, "colors", None) if isinstance(geom, trimesh.PointCloud) else None
     if raw is not None and len(raw) == len(points) and np.asarray(raw).size:
         colors = np.asarray(raw, dtype=np.float64)[:, :3] / 255.0
     return points, colors
+
+
+def ply_element_counts(path: Path) -> dict:
+    """{element name: count} as a PLY file's header declares them ({} when it has no header)."""
+    counts = {}
+    with Path(path).open("rb") as f:
+        for raw in f:
+            line = raw.decode("ascii", "replace").split()
+            if len(line) == 3 and line[0] == "element" and line[2].isdigit():
+                counts[line[1]] = int(line[2])
+            elif line[:1] == ["end_header"]:
+                return counts
+    return {}
+
+
+def _ply_vertex_count(path: Path) -> Optional[int]:
+    """The vertex count a PLY header declares (None when the header does not say)."""
+    return ply_element_counts(path).get("vertex")
 
 
 def _write_without_open3d(tmp: Path, suffix: str, points: np.ndarray, colors: Optional[np.ndarray]) -> None:
