@@ -145,7 +145,8 @@ def _plain(line: str) -> str:
 def _caught_output(lines: List[str]):
     """Collects, line by line, what is printed while the block runs: by native code to file
     descriptors 1 and 2 (RPly), and through Python's sys.stdout/sys.stderr (open3d's logger
-    prints there), whatever those are at the time."""
+    prints there), whatever those are at the time. The descriptors are the process's: what
+    other threads print meanwhile is caught too, and may be taken for a read failure."""
     import contextlib
     import ctypes
     import io
