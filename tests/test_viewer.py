@@ -141,6 +141,13 @@ def test_view_command_refuses_bad_input(tmp_path, capsys):
     assert main(["view", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "junk.ply" in err and "is not a run folder" in err and "Traceback" not in err
+    import trimesh
+
+    text = trimesh.creation.icosphere(2).export(file_type="ply", encoding="ascii")
+    text = text.decode() if isinstance(text, bytes) else text
+    (tmp_path / "cut.ply").write_text(text[: len(text) * 3 // 4])  # a mesh cut short in its faces
+    assert main(["view", str(tmp_path / "cut.ply")]) == 2
+    assert "cut.ply: holds" in capsys.readouterr().err
 
 
 def test_live_viewer_sees_the_steps_advance(tmp_path):

@@ -1,5 +1,5 @@
-"""Point-cloud files: PLY (ascii/binary), PCD, XYZ through open3d when it is installed; without
-it PLY through trimesh and XYZ through numpy (PCD needs open3d); NPY through numpy.
+"""Point-cloud files: PLY (ascii/binary) and PCD through open3d when it is installed; without
+it PLY through trimesh (PCD needs open3d); XYZ and NPY through numpy.
 
 Every problem with an input is an InputError naming the file: missing, unknown format, not a
 point cloud, empty, a single point, NaN/Inf coordinates, 2D data, all points identical, and
@@ -75,9 +75,11 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
         if data.shape[1] >= 9:
             normals = data[:, 6:9].astype(np.float64)
     else:
-        if suffix in (".ply", ".xyz") and not _looks_like(path, suffix):
-            raise InputError(path, f"is not a {suffix[1:].upper()} point cloud")
-        if suffix == ".pcd":
+        if suffix == ".ply" and not path.open("rb").read(3) == b"ply":
+            raise InputError(path, "is not a PLY point cloud")
+        if suffix == ".xyz":
+            points = _read_xyz(path)
+        elif suffix == ".pcd":
             points, colors, normals = _read_pcd(path)
         elif suffix == ".ply" and _ply_vertex_count(path) == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
@@ -92,8 +94,6 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
                 normals = np.asarray(cloud.normals, dtype=np.float64)
         else:
             points, colors = _read_without_open3d(path, suffix)
-        if len(points) == 0 and path.stat().st_size > 0 and suffix == ".xyz":
-            raise InputError(path, "is not an XYZ point cloud (expected lines of 3 numbers)")
     check_points(points, path, duplicates)
     if normals is not None:
         length = np.linalg.norm(normals, axis=1)
@@ -179,22 +179,37 @@ def _caught_output(lines: List[str]):
             lines.extend(python.getvalue().splitlines())
 
 
-def _looks_like(path: Path, suffix: str) -> bool:
-    head = path.open("rb").read(256)
-    if suffix == ".ply":
-        return head.startswith(b"ply")
-    try:  # xyz: text lines of numbers
-        first = head.decode("ascii").strip().splitlines()
-    except UnicodeDecodeError:
-        return False
-    if not first:
-        return True  # empty: reported as an empty cloud
-    parts = first[0].split()
+XYZ_COMMENTS = ("#", "//")
+
+
+def _read_xyz(path: Path) -> np.ndarray:
+    """(N, 3) points of an XYZ text file: a line per point, x y z first, separated by spaces or
+    tabs, commas or semicolons (as the first point's line has them). Further columns (colours,
+    intensity, normals: the file does not say which) are ignored; comment lines (# or //, as
+    CloudCompare writes its header) are skipped, and so is one header line of words (X,Y,Z)."""
+    head = path.open("rb").read(65536)
     try:
-        [float(p) for p in parts]
-    except ValueError:
-        return False
-    return len(parts) >= 2
+        lines = head[: head.rfind(b"\n") + 1 or len(head)].decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError(path, "is not an XYZ point cloud (not text)") from None
+    data_rows = [i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith(XYZ_COMMENTS)]
+    if not data_rows:
+        return np.zeros((0, 3))
+    first = lines[data_rows[0]]
+    delimiter = "," if "," in first else ";" if ";" in first else None
+    fields = [t for t in first.split(delimiter) if t.strip()]
+    try:
+        [float(t) for t in fields]
+        skip = data_rows[0]
+    except ValueError:  # a header line of column names
+        skip = data_rows[0] + 1
+    try:
+        data = np.loadtxt(path, delimiter=delimiter, comments=XYZ_COMMENTS, skiprows=skip, ndmin=2, dtype=np.float64)
+    except ValueError as exc:
+        raise InputError(path, f"is not an XYZ point cloud (expected lines of 3 or more numbers: {exc})") from None
+    if data.size and data.shape[1] < 3:
+        raise InputError(path, f"holds {data.shape[1]} numbers per line; an XYZ point cloud needs x y z")
+    return data[:, :3] if data.size else np.zeros((0, 3))
 
 
 def check_points(points: np.ndarray, path, duplicates: str = "error") -> None:
@@ -302,13 +317,7 @@ def _write_pcd(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nd
 
 
 def _read_without_open3d(path: Path, suffix: str):
-    """(points, colours or None) of a PLY (trimesh) or XYZ (numpy) file."""
-    if suffix == ".xyz":
-        try:
-            data = np.loadtxt(path, ndmin=2, dtype=np.float64)
-        except ValueError:
-            raise InputError(path, "is not an XYZ point cloud (expected lines of 3 numbers)") from None
-        return (data[:, :3] if data.size else np.zeros((0, 3))), None
+    """(points, colours or None) of a PLY file, through trimesh."""
     import trimesh
 
     try:
@@ -337,6 +346,14 @@ def ply_element_counts(path: Path) -> dict:
             elif line[:1] == ["end_header"]:
                 return counts
     return {}
+
+
+def check_ply_faces(path: Path, faces: int) -> None:
+    """An InputError when a PLY file's header declares more faces than the `faces` read from it:
+    trimesh reads what an ASCII file cut short still holds."""
+    declared = ply_element_counts(path).get("face", 0)
+    if faces < declared:
+        raise InputError(path, f"holds {faces} of the {declared} faces its header declares (cut short?)")
 
 
 def _ply_vertex_count(path: Path) -> Optional[int]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from .pointclouds import FORMATS as CLOUD_FORMATS
-from .pointclouds import _open3d, ply_element_counts, read_oriented_cloud
+from .pointclouds import _open3d, check_ply_faces, read_oriented_cloud
 
 MESH_FORMATS = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
 NORMAL_NEIGHBOURS = 30
@@ -61,9 +61,7 @@ def read_mesh(path) -> "object":
             return None
         raise InputError(path, "holds no faces")
     if suffix == ".ply":
-        declared = ply_element_counts(path).get("face", 0)
-        if len(geom.faces) < declared:  # trimesh reads what an ASCII file holds
-            raise InputError(path, f"holds {len(geom.faces)} of the {declared} faces its header declares (cut short?)")
+        check_ply_faces(path, len(geom.faces))
     if not np.isfinite(geom.vertices).all():
         raise InputError(path, "has NaN or infinite vertex coordinates")
     if geom.area <= 0:

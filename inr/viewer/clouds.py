@@ -29,6 +29,10 @@ def load_geometry(path: Path):
         except Exception as exc:  # trimesh raises many kinds on a broken file
             raise InputError(path, f"cannot be read ({type(exc).__name__}: {exc})") from None
         if isinstance(loaded, trimesh.Trimesh) and len(loaded.faces):
+            if suffix == ".ply":
+                from ..data.pointclouds import check_ply_faces
+
+                check_ply_faces(path, len(loaded.faces))
             return "mesh", loaded
         if suffix != ".ply":
             raise InputError(path, "holds no triangles")
