@@ -245,8 +245,16 @@ def test_sdf_viewer_shows_the_level_set_and_the_slice(tmp_path):
 
     from .test_sdf import _torus_mesh
 
+    import trimesh
+
+    # a georeferenced torus (UTM-like coordinates): the fit and the slice do not move, and the
+    # browser, which draws in float32, gets the scene about the field's centre
+    offset = np.array([512345.0, 4123456.0, 321.0])
+    torus = trimesh.load(_torus_mesh(tmp_path / "t0.obj"), process=False)
+    torus.apply_translation(offset)
+    torus.export(tmp_path / "t.obj")
     out = tmp_path / "run"
-    assert main(["fit-sdf", str(_torus_mesh(tmp_path / "t.obj")), "--steps", "150", "--out", str(out), "--no-progress",
+    assert main(["fit-sdf", str(tmp_path / "t.obj"), "--steps", "150", "--out", str(out), "--no-progress",
                  "--mesh-points", "20000", "--set", "train.mesh_resolution=64", "--set", "field.encoding_options.n_levels=8",
                  "--set", "field.encoding_options.max_resolution=128", "--set", "field.encoding_options.log2_table=15",
                  # this test is about the viewer: its small field keeps the sign weight it was written with
@@ -255,6 +263,10 @@ def test_sdf_viewer_shows_the_level_set_and_the_slice(tmp_path):
     try:
         sdf = viewer.content
         saved = len(sdf.mesh.faces)  # the run's mesh.ply
+        np.testing.assert_allclose(sdf.centre, offset, atol=0.05)
+        drawn = np.asarray(sdf.mesh_handle.vertices, np.float64)  # what the browser gets (float32)
+        shape_drawn, shape_true = drawn - drawn[0], sdf.mesh.vertices - sdf.mesh.vertices[0]
+        assert np.abs(shape_drawn - shape_true).max() < 1e-5  # float32 world coordinates: off by ~0.25
         sdf.resolution.value = 32
         sdf._extract()
         assert 0 < len(sdf.mesh.faces) < saved and "resolution 32" in sdf.status.content

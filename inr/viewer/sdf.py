@@ -24,6 +24,8 @@ class SdfViewer:
         self.module, self.config = load_run(self.run, "sdf", SdfFitModule, device)
         self.scale = float(self.module.frame["scale"])
         self.centre = np.asarray(self.module.frame["centre"], np.float64)
+        # the scene is drawn about the field's centre: the browser draws in float32, which would
+        # round a georeferenced scan (millions of units from the origin) to a coarse grid
         gui, scene = server.gui, server.scene
         gui.add_markdown(f"**SDF fit** `{self.run}`: preset `{self.config['preset'].get('name')}`")
         if (self.run / "curve.png").is_file():
@@ -71,7 +73,7 @@ class SdfViewer:
         if len(pts) > MAX_INPUT_POINTS:
             pts = pts[np.random.default_rng(0).choice(len(pts), MAX_INPUT_POINTS, replace=False)]
         size = float(np.linalg.norm(pts.max(0) - pts.min(0))) / 400
-        self.input_handle = scene.add_point_cloud("/input", pts.astype(np.float32), np.array([40, 160, 60], np.uint8),
+        self.input_handle = scene.add_point_cloud("/input", (pts - self.centre).astype(np.float32), np.array([40, 160, 60], np.uint8),
                                                   point_size=size, point_shape="circle", visible=False)
         box = self.server.gui.add_checkbox(f"input points ({len(surface.points):,})", initial_value=False)
         box.on_update(lambda _: setattr(self.input_handle, "visible", bool(box.value)))
@@ -80,7 +82,7 @@ class SdfViewer:
         if self.mesh_handle is not None:
             self.mesh_handle.remove()
         self.mesh = mesh
-        self.mesh_handle = self.server.scene.add_mesh_simple("/surface", np.asarray(mesh.vertices, np.float32),
+        self.mesh_handle = self.server.scene.add_mesh_simple("/surface", (np.asarray(mesh.vertices) - self.centre).astype(np.float32),
                                                              np.asarray(mesh.faces, np.int32), color=(200, 200, 210))
         self.status.content = f"{what}: {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
 
@@ -118,13 +120,13 @@ class SdfViewer:
         if self.plane is not None:
             self.plane.remove()
         z = float(self.slice_z.value)
-        position = self.centre + np.array([0.0, 0.0, z / self.scale])
+        position = np.array([0.0, 0.0, z / self.scale])  # about the centre, as everything drawn
         side = 2.0 / self.scale
         self.plane = self.server.scene.add_image("/slice", img, render_width=side, render_height=side,
                                                  position=tuple(position.tolist()), visible=bool(self.show_slice.value))
 
     def connect(self, client) -> None:
-        lo, hi = self.mesh.bounds
+        lo, hi = self.mesh.bounds - self.centre
         centre, extent = (lo + hi) / 2, float(np.linalg.norm(hi - lo))
         client.camera.position = tuple((centre + np.array([0.0, -0.9, 0.5]) * extent).tolist())
         client.camera.look_at = tuple(centre.tolist())
