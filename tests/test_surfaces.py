@@ -349,7 +349,8 @@ def test_far_strays_neither_coarsen_the_voxel_nor_break_the_network():
     # would make the voxel 10-1000x coarser and the output a blur; the frame must be the clean
     # cloud's, strays 1000 diagonals out (beyond STRAY_REACH) must leave the output exactly as it
     # was, and nearer strays must not come out as surface
-    from inr.pointcloud.reconstruct import STRAY_REACH, extent, make_frame
+    from inr.pointcloud.reconstruct import STRAY_REACH, make_frame
+    from inr.pointcloud.strays import extent
     from inr.pointcloud.metrics import nearest_distances
     from inr.tasks.pointcloud import network_points
 
@@ -374,3 +375,38 @@ def test_far_strays_neither_coarsen_the_voxel_nor_break_the_network():
         else:  # in the input (only the noise reading's median sees them): nearly the same surface
             gap = nearest_distances(out, base).mean() + nearest_distances(base, out).mean()
             assert gap < 0.002 * diag, (far, gap)
+
+
+def test_far_strays_are_left_out_of_sdf_fits_and_meshes(tmp_path):
+    # fit-sdf fits in the cloud's box and Poisson meshes all it is given: 3 strays 10 diagonals
+    # out made fit-sdf a 384-face blob and Poisson's mesh 3.4 diagonals off (bull, 2026-12-03);
+    # they are left out, and the rest is what the clean cloud gives
+    import trimesh
+
+    from inr.data.surfaces import read_surface
+    from inr.tasks.pointcloud_mesh import mesh_file
+
+    clean = _sphere_points(1500, noise=0.0)
+    normals = clean / np.linalg.norm(clean, axis=1, keepdims=True)
+    ways = np.array([[1.0, 0.3, 0.2], [-0.2, 1.0, 0.5], [0.1, -0.4, -1.0]])
+    ways /= np.linalg.norm(ways, axis=1, keepdims=True)
+    dirty = np.concatenate([clean[:700], 35.0 * ways, clean[700:]])  # the strays in the middle of the file
+    dirty_normals = np.concatenate([normals[:700], ways, normals[700:]])
+    write_cloud(tmp_path / "clean.ply", clean, normals=normals)
+    write_cloud(tmp_path / "dirty.ply", dirty, normals=dirty_normals)
+    a, b = read_surface(tmp_path / "clean.ply"), read_surface(tmp_path / "dirty.ply")
+    assert (a.strays, b.strays) == (0, 3)
+    np.testing.assert_array_equal(b.points, a.points)
+    np.testing.assert_array_equal(b.normals, a.normals)
+    results = {}
+    for name in ("clean", "dirty"):
+        results[name] = mesh_file(tmp_path / f"{name}.ply", tmp_path / f"{name}-mesh.ply", method="poisson",
+                                  denoiser="none", progress=False, poisson_depth=6)
+    assert results["clean"]["strays_left_out"] == 0 and results["dirty"]["strays_left_out"] == 3
+    mesh_a, mesh_b = (trimesh.load(tmp_path / f"{n}-mesh.ply", process=False) for n in ("clean", "dirty"))
+    assert len(mesh_b.faces) == len(mesh_a.faces) > 500
+    from inr.pointcloud.metrics import nearest_distances
+
+    gap = nearest_distances(mesh_b.vertices, mesh_a.vertices)  # Poisson's vertex order varies run to run
+    assert gap.max() < 1e-5, gap.max()
+    assert np.abs(mesh_b.vertices).max() < 1.2

@@ -37,6 +37,8 @@ class Surface:
     normals_from: str
     """'faces', 'file', 'estimated' or 'none' (read_surface(..., normals=False) of a cloud without them)."""
     path: str
+    strays: int = 0
+    """Far stray points of the cloud left out (`inr.pointcloud.strays`)."""
 
 
 def read_mesh(path) -> "object":
@@ -123,8 +125,9 @@ def orient_outwards(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
 def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: str = "drop",
                  normals: bool = True) -> Surface:
     """The oriented points of a mesh (mesh_points samples, area-uniform, with face normals) or of
-    a point cloud (all its points; normals from the file or estimated). normals=False: a cloud
-    without normals gets none (for callers that need only the points: no estimate to pay)."""
+    a point cloud (all its points but far strays, `inr.pointcloud.strays`; normals from the file
+    or estimated). normals=False: a cloud without normals gets none (for callers that need only
+    the points: no estimate to pay)."""
     want_normals = normals
     path = Path(path)
     if not path.is_file():
@@ -141,13 +144,19 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
                        str(path))
     points, _, normals = read_oriented_cloud(path, duplicates)
+    from ..pointcloud.strays import strays
+
+    far = strays(points)
+    if far.any():  # they would set the box the field is fitted in
+        points, normals = points[~far], None if normals is None else normals[~far]
+    far = int(far.sum())
     if len(points) < 10:
         raise InputError(path, f"holds {len(points)} points; a surface needs at least 10")
     if normals is not None:
-        return Surface(points, normals, "points", "file", str(path))
+        return Surface(points, normals, "points", "file", str(path), far)
     if not want_normals:
-        return Surface(points, None, "points", "none", str(path))
-    return Surface(points, estimate_normals(points, path), "points", "estimated", str(path))
+        return Surface(points, None, "points", "none", str(path), far)
+    return Surface(points, estimate_normals(points, path), "points", "estimated", str(path), far)
 
 
 def surface_metrics(points: np.ndarray, normals: Optional[np.ndarray], ref_points: np.ndarray,

@@ -23,6 +23,7 @@ from torch import nn
 from .knn import knn
 from .network import PointNet, ReconstructionConfig, VoxelNet, candidate_sites
 from .sparse_conv import SparseTensor
+from .strays import extent
 from .voxel import pack_keys, unpack_keys
 
 DEFAULT_MAX_DENSITY = 4.0
@@ -125,17 +126,6 @@ def density(points: torch.Tensor, voxel: float) -> float:
     return len(points) / len(torch.unique(pack_keys(ijk)))
 
 
-STRAY_QUANTILE, STRAY_RATIO, STRAY_MARGIN, STRAY_SAMPLE = 0.005, 1.5, 0.25, 100_000
-"""A few stray points far from the rest (a scanner's reflections, a bird) would set the bounding
-box, and with it a voxel too coarse for the object: 3 points 10 diagonals out made `denoise`
-worse than its input. Strays are looked for when the cloud's box is more than STRAY_RATIO times
-as long (diagonal) as the box between the STRAY_QUANTILE and 1 - STRAY_QUANTILE quantiles of
-each coordinate (over at most about STRAY_SAMPLE points, every k-th); then the box is that of the
-points within STRAY_MARGIN quantile-box diagonals of the quantile box, which is the box the
-cloud would have without the strays. Points spread over the surface, 5 % uniform outliers in the
-box and range scans stay well below the ratio (at most 1.19 over the benchmark's 172 clouds and
-300 of the training stream's): there nothing changes."""
-
 STRAY_REACH = 10_000
 """Points farther than this many base voxels from the box's centre are strays by any measure
 (178 diagonals at 56 voxels per diagonal) and are left out of the network's input: they could
@@ -143,22 +133,9 @@ not be voxelized (packed keys hold +-2^15 voxels at half the base voxel). Nearer
 the input, where the network may keep them if they form a surface of their own."""
 
 
-def extent(points: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(lo (3,), hi (3,)): the cloud's bounding box, leaving out far strays (see STRAY_RATIO)."""
-    lo, hi = points.min(0).values, points.max(0).values
-    sample = points[:: max(1, len(points) // STRAY_SAMPLE)]
-    q = torch.quantile(sample, torch.tensor([STRAY_QUANTILE, 1 - STRAY_QUANTILE], dtype=sample.dtype, device=sample.device), dim=0)
-    inner = float((q[1] - q[0]).norm())
-    if float((hi - lo).norm()) <= STRAY_RATIO * inner:
-        return lo, hi
-    margin = STRAY_MARGIN * inner
-    kept = points[((points >= q[0] - margin) & (points <= q[1] + margin)).all(1)]
-    return kept.min(0).values, kept.max(0).values
-
-
 def make_frame(points: torch.Tensor, voxels_per_diagonal: float, max_density: Optional[float] = None) -> Frame:
     """The voxel is diagonal / voxels_per_diagonal (the diagonal of `extent`: the bounding box
-    unless a few far strays set it), or smaller where max_density asks for it (bisection on a
+    less far strays), or smaller where max_density asks for it (bisection on a
     log scale: density grows with the voxel)."""
     lo, hi = extent(points)
     voxel = float((hi - lo).norm()) / voxels_per_diagonal

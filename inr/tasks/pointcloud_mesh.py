@@ -42,6 +42,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
               poisson_trim: float = 0.0) -> Dict[str, Any]:
     from ..data.pointclouds import read_oriented_cloud, write_cloud
     from ..data.surfaces import estimate_normals
+    from ..pointcloud.strays import strays
 
     check_suffix(out, MESH_FORMATS, "mesh")
     if method not in METHODS:
@@ -62,10 +63,15 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least 10")
     start = time.perf_counter()
     cleaned = denoise(points, denoiser, weights, voxel, device, progress, seed)
+    far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
+    if far.any():
+        cleaned = cleaned[~far]
+        normals = None if normals is None or denoiser != "none" else normals[~far]
     if denoiser != "none" or normals is None:
         normals = estimate_normals(cleaned, inp)
     prepared = time.perf_counter() - start
-    result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method}
+    result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method,
+                              "strays_left_out": int(far.sum())}
     if method == "sdf":
         from .run import RunOptions, train
 
