@@ -189,6 +189,31 @@ def test_xyz_files_that_are_not_clouds_say_why(tmp_path):
         read_cloud(tmp_path / "e.xyz")
 
 
+def test_organized_pcd_pixels_without_a_return_are_skipped(tmp_path):
+    # a depth camera's cloud as PCL writes it: WIDTH x HEIGHT pixels, NaN where no light came back
+    import numpy as np
+
+    from inr.data.pointclouds import read_cloud
+    from inr.errors import InputError
+
+    rng = np.random.default_rng(0)
+    pts = rng.normal(size=(12, 3)).astype(np.float32)
+    rgb = rng.integers(0, 256, size=(12, 3))
+    pts[[2, 5, 7]] = np.nan
+    packed = (rgb[:, 0] << 16 | rgb[:, 1] << 8 | rgb[:, 2]).astype(np.uint32).view(np.float32)
+    header = ("# .PCD v0.7\nVERSION 0.7\nFIELDS x y z rgb\nSIZE 4 4 4 4\nTYPE F F F F\nCOUNT 1 1 1 1\n"
+              "WIDTH 4\nHEIGHT 3\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS 12\nDATA binary\n")
+    (tmp_path / "depth.pcd").write_bytes(header.encode() + np.concatenate([pts, packed[:, None]], 1).tobytes())
+    back, colours = read_cloud(tmp_path / "depth.pcd")
+    kept = np.array([0, 1, 3, 4, 6, 8, 9, 10, 11])
+    np.testing.assert_array_equal(back, pts[kept].astype(np.float64))
+    np.testing.assert_allclose(colours, rgb[kept] / 255.0, atol=1e-6)
+    pts[4, 0] = np.nan  # one coordinate lost is a broken point, not a pixel without a return
+    (tmp_path / "broken.pcd").write_bytes(header.encode() + np.concatenate([pts, packed[:, None]], 1).tobytes())
+    with pytest.raises(InputError, match="1 of 9 points have NaN"):
+        read_cloud(tmp_path / "broken.pcd")
+
+
 def _bad_cloud(tmp_path, case):
     import numpy as np
 

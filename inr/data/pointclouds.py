@@ -284,6 +284,9 @@ def _read_pcd(path: Path):
         colors = raw.astype(np.float64) / (255.0 if np.issubdtype(raw.dtype, np.integer) else 1.0)
     if "normals" in fields:
         normals = cloud.point.normals.numpy().astype(np.float64)
+    returned = ~np.isnan(points).all(1)  # PCL's organized clouds (depth cameras) mark pixels with no return NaN
+    if not returned.all():
+        points, colors, normals = (None if a is None else a[returned] for a in (points, colors, normals))
     return points, colors, normals
 
 
