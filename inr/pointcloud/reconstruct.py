@@ -3,8 +3,8 @@
 Clouds are centred on their bounding box and measured in voxels; stage 2 works in voxel units.
 In training the voxel is the bounding-box diagonal / `voxels_per_diagonal`. At inference that
 base voxel holds unless it puts more input points per occupied voxel than training ever showed
-(a dense scan; the model records that density): then it shrinks until the density is back in
-the trained range. Otherwise the voxel adapts to the noise: the noise is read from a first,
+(a dense scan, or a long object; the model records that density): then it shrinks until the
+density is back in the trained range. Then the voxel adapts to the noise: the noise is read from a first,
 coarse pass (`noise_level`), and the cloud is then reconstructed once at the voxel the noise
 asks for (the weights' `voxel_rule`: finer for less noise); where that finer pass leaves gaps
 that the coarse pass covers, a pass at the base voxel fills them (`fill_gaps`). Large grids are processed in tiles with
@@ -304,11 +304,10 @@ class Reconstructor(nn.Module):
             frame = Frame((noisy.min(0).values + noisy.max(0).values) / 2, float(voxel))
         else:
             frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
-        # adapt only where the diagonal rule set the voxel (the calibrated regime); a dense
-        # scan's voxel has already shrunk for its density
-        dense = frame.voxel < diagonal_voxel
+        # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
+        # density-capped voxel may still be coarse for its noise
         coarse, base = None, frame.voxel
-        if voxel is None and adaptive and not dense:
+        if voxel is None and adaptive:
             coarse, level = self._read_noise(noisy, frame)
             scale = voxel_scale(level, self.rule)
             frame = Frame(frame.centre, frame.voxel * scale)
