@@ -8,11 +8,14 @@ exact duplicate points (unless the caller drops them).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
+import io
 import os
 import re
 import sys
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -75,13 +78,14 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
         if data.shape[1] >= 9:
             normals = data[:, 6:9].astype(np.float64)
     else:
-        if suffix == ".ply" and not path.open("rb").read(3) == b"ply":
+        if suffix == ".ply" and _head(path, 3) != b"ply":
             raise InputError(path, "is not a PLY point cloud")
+        declared = ply_element_counts(path).get("vertex") if suffix == ".ply" else None
         if suffix == ".xyz":
             points = _read_xyz(path)
         elif suffix == ".pcd":
             points, colors, normals = _read_pcd(path)
-        elif suffix == ".ply" and _ply_vertex_count(path) == 0:
+        elif declared == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
         elif _has_open3d():
             o3d = _open3d(path)
@@ -93,7 +97,7 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
             if cloud.has_normals():
                 normals = np.asarray(cloud.normals, dtype=np.float64)
         else:
-            points, colors = _read_without_open3d(path, suffix)
+            points, colors = _read_without_open3d(path, declared)
     check_points(points, path, duplicates)
     if normals is not None:
         length = np.linalg.norm(normals, axis=1)
@@ -116,7 +120,7 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
 _READ_FAILED = re.compile(r"failed|error|unexpected end", re.IGNORECASE)
 
 
-@contextmanager
+@contextlib.contextmanager
 def _native_read(path: Path, suffix: str):
     """Runs an open3d read with the process's stdout and stderr caught. open3d reports a file it
     cannot parse (a PCD header it does not understand, a PLY cut short) only by printing, on
@@ -141,23 +145,28 @@ def _plain(line: str) -> str:
     return re.sub(r"^\[Open3D [A-Z]+\]\s*", "", line).rstrip(".")
 
 
-@contextmanager
+@functools.lru_cache(maxsize=1)
+def _c_library():
+    """The process's C library (to flush C's stdio buffers), or None where ctypes cannot name it."""
+    try:
+        return ctypes.CDLL(None)
+    except (OSError, TypeError):  # Windows names no library for None
+        return None
+
+
+@contextlib.contextmanager
 def _caught_output(lines: List[str]):
     """Collects, line by line, what is printed while the block runs: by native code to file
     descriptors 1 and 2 (RPly), and through Python's sys.stdout/sys.stderr (open3d's logger
     prints there), whatever those are at the time. The descriptors are the process's: what
     other threads print meanwhile is caught too, and may be taken for a read failure."""
-    import contextlib
-    import ctypes
-    import io
+    libc = _c_library()
 
     def flush_all():
         sys.stdout.flush()
         sys.stderr.flush()
-        try:
-            ctypes.CDLL(None).fflush(None)
-        except (OSError, AttributeError):  # no C library handle (not Linux/macOS)
-            pass
+        if libc is not None:
+            libc.fflush(None)
 
     flush_all()
     saved = [os.dup(1), os.dup(2)]
@@ -179,6 +188,12 @@ def _caught_output(lines: List[str]):
             lines.extend(python.getvalue().splitlines())
 
 
+def _head(path: Path, size: int) -> bytes:
+    """The first `size` bytes of a file."""
+    with path.open("rb") as f:
+        return f.read(size)
+
+
 XYZ_COMMENTS = ("#", "//")
 
 
@@ -187,7 +202,7 @@ def _read_xyz(path: Path) -> np.ndarray:
     tabs, commas or semicolons (as the first point's line has them). Further columns (colours,
     intensity, normals: the file does not say which) are ignored; comment lines (# or //, as
     CloudCompare writes its header) are skipped, and so is one header line of words (X,Y,Z)."""
-    head = path.open("rb").read(65536)
+    head = _head(path, 65536)
     try:
         lines = head[: head.rfind(b"\n") + 1 or len(head)].decode("utf-8").splitlines()
     except UnicodeDecodeError:
@@ -319,8 +334,9 @@ def _write_pcd(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nd
         raise InputError(path, "open3d could not write it")
 
 
-def _read_without_open3d(path: Path, suffix: str):
-    """(points, colours or None) of a PLY file, through trimesh."""
+def _read_without_open3d(path: Path, declared: Optional[int]):
+    """(points, colours or None) of a PLY file, through trimesh; `declared`: the vertex count
+    its header declares (None when it does not say)."""
     import trimesh
 
     try:
@@ -328,7 +344,6 @@ def _read_without_open3d(path: Path, suffix: str):
     except Exception as exc:  # trimesh raises many types for bad files
         raise InputError(path, f"cannot be read as a PLY point cloud ({type(exc).__name__})") from None
     points = np.asarray(geom.vertices, dtype=np.float64)
-    declared = _ply_vertex_count(path)
     if declared is not None and len(points) < declared:  # trimesh reads what an ASCII file holds
         raise InputError(path, f"holds {len(points)} of the {declared} points its header declares (cut short?)")
     colors = None
@@ -357,11 +372,6 @@ def check_ply_faces(path: Path, faces: int) -> None:
     declared = ply_element_counts(path).get("face", 0)
     if faces < declared:
         raise InputError(path, f"holds {faces} of the {declared} faces its header declares (cut short?)")
-
-
-def _ply_vertex_count(path: Path) -> Optional[int]:
-    """The vertex count a PLY header declares (None when the header does not say)."""
-    return ply_element_counts(path).get("vertex")
 
 
 def _write_without_open3d(tmp: Path, suffix: str, points: np.ndarray, colors: Optional[np.ndarray]) -> None:
