@@ -28,6 +28,8 @@ _HINTS = {
     "tensorboard": "pip install 'inr[tensorboard]'",
     "wandb": "pip install 'inr[wandb]'",
     "viser": "pip install 'inr[viewer]'",
+    "laspy": "pip install 'inr[las]'",
+    "lazrs": "pip install 'inr[las]' (LAZ decompression)",
 }
 _PROBES: Dict[str, Tuple[Any, Optional[str]]] = {}
 _WARNED: Set[str] = set()
@@ -77,6 +79,14 @@ def nerfacc():
 def open3d():
     """The open3d module; raises MissingBackend when it is not installed or does not load."""
     return _probe("open3d", lambda: importlib.import_module("open3d"))
+
+
+def laspy(compressed: bool = False):
+    """The laspy module (LAS point clouds); with compressed, also a LAZ backend (lazrs)."""
+    module = _probe("laspy", lambda: importlib.import_module("laspy"))
+    if compressed:
+        _probe("lazrs", lambda: importlib.import_module("lazrs"))
+    return module
 
 
 def native_cpu():

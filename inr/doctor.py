@@ -70,7 +70,9 @@ def report() -> List[str]:
     lines.append("  captures:            " + (f"pycolmap {colmap} (nerf process, COLMAP scene folders)" if colmap != "not installed"
                                              else "pycolmap not installed: nerf process and COLMAP folders need "
                                                   "pip install 'inr[captures]'"))
+    las = _reason(lambda: _external.laspy(compressed=True))
+    lines.append("  LAS/LAZ clouds:      " + ("laspy with lazrs" if las == "usable" else las))
     lines.append("versions: " + ", ".join(f"{d} {_version(d)}" for d in (
         "lightning", "torchmetrics", "numpy", "scipy", "imageio", "imageio-ffmpeg", "soundfile", "scikit-image",
-        "trimesh", "open3d", "pycolmap", "nerfacc", "tinycudann")))
+        "trimesh", "open3d", "pycolmap", "laspy", "lazrs", "nerfacc", "tinycudann")))
     return lines

@@ -1,5 +1,6 @@
 """Point-cloud files: PLY (ascii/binary) and PCD through open3d when it is installed; without
-it PLY through trimesh (PCD needs open3d); XYZ and NPY through numpy.
+it PLY through trimesh (PCD needs open3d); XYZ and NPY through numpy; LAS and LAZ through laspy
+(`las.py`).
 
 Every problem with an input is an InputError naming the file: missing, unknown format, not a
 point cloud, empty, a single point, NaN/Inf coordinates, 2D data, all points identical, and
@@ -22,8 +23,9 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..errors import InputError
+from .las import LAS_FORMATS, read_las, write_las
 
-FORMATS = (".ply", ".pcd", ".xyz", ".npy")
+FORMATS = (".ply", ".pcd", ".xyz", ".npy") + LAS_FORMATS
 
 
 def _open3d(path: Optional[Path], what: str = "needs open3d"):
@@ -52,7 +54,8 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
 
 def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
     """`read_cloud` plus the file's normals ((N, 3) float64, or None when it has none: XYZ, NPY
-    with fewer than 9 columns, PLY/PCD without nx ny nz; without open3d PLY normals are not read).
+    with fewer than 9 columns, PLY/PCD without nx ny nz, LAS/LAZ without NormalX-Z extra
+    dimensions; without open3d PLY normals are not read).
     NPY columns: x y z [r g b [nx ny nz]]. bad_normals: 'error' (an InputError when a normal is
     zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then no normals)."""
     path = Path(path)
@@ -85,6 +88,8 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
             points = _read_xyz(path)
         elif suffix == ".pcd":
             points, colors, normals = _read_pcd(path)
+        elif suffix in LAS_FORMATS:
+            points, colors, normals = read_las(path)
         elif declared == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
         elif _has_open3d():
@@ -248,8 +253,8 @@ def check_points(points: np.ndarray, path, duplicates: str = "error") -> None:
 
 def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None) -> None:
     """Write atomically (a temporary file in the same folder, then renamed). Normals go to
-    PLY/PCD (nx ny nz, through open3d) and NPY (columns 7-9, colours then being 4-6, zero when
-    there are none); XYZ has no place for them."""
+    PLY/PCD (nx ny nz, through open3d), LAS/LAZ (extra dimensions NormalX-Z) and NPY (columns
+    7-9, colours then being 4-6, zero when there are none); XYZ has no place for them."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
@@ -266,6 +271,8 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
                 np.save(f, data.astype(np.float64))  # float32 would round coordinates far from the origin
         elif suffix == ".pcd":
             _write_pcd(path, tmp, points, colors, normals)
+        elif suffix in LAS_FORMATS:
+            write_las(path, tmp, points, colors, normals)
         elif not _has_open3d() and (suffix == ".xyz" or (suffix == ".ply" and normals is None)):
             _write_without_open3d(tmp, suffix, np.asarray(points, np.float64), colors)
         else:

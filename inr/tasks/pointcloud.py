@@ -153,9 +153,9 @@ def _wants_normals(out: Path, asked: Optional[bool]) -> bool:
 
     suffix = out.suffix.lower()
     if asked is None:
-        return suffix in (".ply", ".pcd") and _external.has_open3d()
+        return suffix in (".ply", ".pcd", ".las", ".laz") and _external.has_open3d()
     if asked and suffix == ".xyz":
-        raise InputError(out, "XYZ files have no place for normals; write .ply, .pcd or .npy, or leave out --normals")
+        raise InputError(out, "XYZ files have no place for normals; write .ply, .pcd, .npy, .las or .laz, or leave out --normals")
     if asked and not _external.has_open3d():
         raise InputError(None, "--normals needs open3d (the open3d extra), which estimates them")
     return asked

@@ -1,0 +1,87 @@
+"""LAS and LAZ point clouds (airborne and terrestrial lidar, photogrammetry exports) through
+laspy, with lazrs for the compressed LAZ.
+
+A LAS file stores each coordinate as a 32-bit integer times a scale plus an offset, in float64
+after reading, so georeferenced scans keep their detail. Colours are 16-bit (some writers put
+8-bit values in them: a file whose colours never exceed 255 is read as 8-bit); a point format
+with colour fields that are all zero has no colours. Normals are not part of any LAS point
+format: they are read from, and written to, extra dimensions NormalX, NormalY, NormalZ (as PDAL
+names them; nx/ny/nz and normal_x/... are read too).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Tuple
+
+import numpy as np
+
+from ..errors import InputError
+
+LAS_FORMATS = (".las", ".laz")
+NORMAL_NAMES = ("NormalX", "NormalY", "NormalZ")
+_NORMAL_SPELLINGS = (("normalx", "normaly", "normalz"), ("nx", "ny", "nz"), ("normal_x", "normal_y", "normal_z"))
+INT_RANGE = 2.0e9
+"""Written coordinates use at most this many scale steps either side of the offset (a LAS
+integer is 32-bit signed), so the scale is the power of ten that fits the cloud's half-extent."""
+
+
+def _laspy(path: Path, suffix: str):
+    from .. import _external
+
+    try:
+        return _external.laspy(compressed=suffix == ".laz")
+    except _external.MissingBackend as exc:
+        raise InputError(path, f"{suffix[1:].upper()} files need laspy: {exc}") from None
+
+
+def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """(points (N, 3) float64, colours (N, 3) in [0, 1] or None, normals (N, 3) or None)."""
+    suffix = path.suffix.lower()
+    laspy = _laspy(path, suffix)
+    try:
+        las = laspy.read(path)
+    except Exception as exc:  # laspy, lazrs and numpy raise their own types for bad or short files
+        raise InputError(path, f"is not a readable {suffix[1:].upper()} point cloud, or is cut short ({exc})") from None
+    points = np.stack([np.asarray(las.x, np.float64), np.asarray(las.y, np.float64), np.asarray(las.z, np.float64)], 1)
+    declared = int(las.header.point_count)
+    if len(points) < declared:  # laspy reads what an uncompressed file still holds without a word
+        raise InputError(path, f"holds {len(points)} of the {declared} points its header declares (cut short?)")
+    names = {name.lower(): name for name in las.point_format.dimension_names}
+    colors = None
+    if all(c in names for c in ("red", "green", "blue")):
+        raw = np.stack([np.asarray(las[names[c]], np.float64) for c in ("red", "green", "blue")], 1)
+        if raw.max(initial=0) > 0:
+            colors = raw / (65535.0 if raw.max() > 255 else 255.0)
+    normals = None
+    for spelling in _NORMAL_SPELLINGS:
+        if all(n in names for n in spelling):
+            normals = np.stack([np.asarray(las[names[n]], np.float64) for n in spelling], 1)
+            break
+    return points, colors, normals
+
+
+def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray], normals: Optional[np.ndarray]) -> None:
+    """Write LAS 1.2 (point format 2 with colours, 0 without; normals as float32 extra dimensions)
+    to `tmp`, compressed when `path` ends in .laz. The offset is the box centre and the scale the
+    power of ten that fits the half-extent in INT_RANGE steps: a point moves by at most half a
+    step, under 3e-9 of the extent."""
+    suffix = path.suffix.lower()
+    laspy = _laspy(path, suffix)
+    points = np.asarray(points, np.float64)
+    centre = (points.min(0) + points.max(0)) / 2 if len(points) else np.zeros(3)
+    reach = float(np.abs(points - centre).max()) if len(points) else 0.0
+    scale = 10.0 ** np.ceil(np.log10(max(reach, 1e-300) / INT_RANGE))
+    header = laspy.LasHeader(point_format=0 if colors is None else 2, version="1.2")
+    header.offsets, header.scales = centre, np.full(3, scale)
+    if normals is not None:
+        header.add_extra_dims([laspy.ExtraBytesParams(name=n, type=np.float32) for n in NORMAL_NAMES])
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = points[:, 0], points[:, 1], points[:, 2]
+    if colors is not None:
+        rgb = (np.clip(np.asarray(colors, np.float64), 0, 1) * 65535 + 0.5).astype(np.uint16)
+        las.red, las.green, las.blue = rgb[:, 0], rgb[:, 1], rgb[:, 2]
+    if normals is not None:
+        for i, name in enumerate(NORMAL_NAMES):
+            las[name] = np.asarray(normals[:, i], np.float32)
+    las.write(tmp, do_compress=suffix == ".laz")
