@@ -211,13 +211,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resolution", type=positive_int, default=256, help="marching-cubes lattice per side (default 256)")
     p.add_argument("--threshold", type=positive_float,
                    help="density level of the surface (default: ln 2 / marching step, where a step is half opaque)")
-    p.add_argument("--points", metavar="FILE", help="point cloud file: .ply, .pcd, .xyz, .las or .laz")
+    p.add_argument("--points", metavar="FILE", help="point cloud file: .ply, .pcd, .xyz, .txt, .asc, .csv, .las or .laz")
     p.add_argument("--num-points", type=positive_int, default=200_000, help="rays cast for --points (default 200000)")
     _add_device(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     pc = sub.add_parser("pointcloud", help="point clouds (denoise, densify, reconstruct, mesh, eval, train)",
-                        description="Point-cloud tools. Files: PLY (ascii/binary), PCD, XYZ, NPY, LAS, LAZ.")
+                        description="Point-cloud tools. Files: PLY (ascii/binary), PCD, NPY, LAS, LAZ, and text: XYZ, TXT, ASC, CSV, PTS (read only).")
     psub = pc.add_subparsers(dest="pointcloud_command", metavar="ACTION", required=True)
     p = psub.add_parser("eval", help="distances between a predicted and a ground-truth cloud",
                         description="Chamfer distance in two forms (chamfer_l2: sum of the two mean squared "
@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "go to each output point from its nearest input point.")
         p.add_argument("inp", metavar="IN")
         p.add_argument("out_positional", metavar="OUT", nargs="?", help="output file (or --out FILE)")
-        p.add_argument("--out", metavar="FILE", help="output file: .ply, .pcd, .xyz, .npy, .las or .laz")
+        p.add_argument("--out", metavar="FILE", help="output file: .ply, .pcd, .npy, .las, .laz, .xyz, .txt, .asc or .csv")
         p.add_argument("--weights", metavar="FILE", help="model.pt of `inr pointcloud train` (default: the shipped weights)")
         p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
         p.add_argument("--voxel-size", type=positive_float, metavar="SIZE",
@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-progress", action="store_true", help="no progress bar (shown when a cloud needs several tiles)")
         p.add_argument("--normals", action=argparse.BooleanOptionalAction, default=None,
                        help="write the output's normals, estimated (PCA, 30 neighbours) and oriented consistently and "
-                       "outwards (default: yes for .ply, .pcd, .las and .laz, no for .npy; .xyz has no place for them)")
+                       "outwards (default: yes for .ply, .pcd, .las, .laz, .txt, .asc and .csv, no for .npy; .xyz has no place for them)")
         _add_device(p)
         if name != "denoise":
             p.add_argument("--factor", type=positive_float, default=4.0, help="output points per input point (default 4)")

@@ -148,47 +148,6 @@ def test_cloud_files_round_trip(tmp_path, suffix):
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
-@pytest.mark.parametrize("layout", ["spaces", "tabs and rgb", "commas with header", "semicolons",
-                                    "CloudCompare header", "comments and blank lines"])
-def test_xyz_files_as_scanners_and_tools_write_them(tmp_path, layout):
-    import numpy as np
-
-    from inr.data.pointclouds import read_cloud
-
-    pts = np.array([[1.5, -2.0, 3.25], [0.0, 1e-3, -7.0], [512345.125, 4123456.5, 321.0]])
-    rows = [" ".join(f"{float(v)!r}" for v in p) for p in pts]
-    text = {
-        "spaces": "\n".join(rows),
-        "tabs and rgb": "\n".join("\t".join(f"{float(v)!r}" for v in p) + "\t200\t10\t0" for p in pts),
-        "commas with header": "X,Y,Z,Intensity\n" + "\n".join(", ".join(f"{float(v)!r}" for v in p) + ", 0.5" for p in pts),
-        "semicolons": "\n".join(";".join(f"{float(v)!r}" for v in p) for p in pts),
-        "CloudCompare header": "//X Y Z R G B\n" + "\n".join(r + " 1 2 3" for r in rows),
-        "comments and blank lines": "# scan 7\n\n" + rows[0] + "\n# moved\n" + "\n".join(rows[1:]) + "\n\n",
-    }[layout]
-    path = tmp_path / "scan.xyz"
-    path.write_text(text + "\n")
-    back, colours = read_cloud(path)
-    np.testing.assert_array_equal(back, pts)  # float64, to the bit
-    assert colours is None
-
-
-def test_xyz_files_that_are_not_clouds_say_why(tmp_path):
-    from inr.data.pointclouds import read_cloud
-    from inr.errors import InputError
-
-    for text, words in (("1 2\n3 4\n", "2 numbers per line"), ("1 2 3\n4 5 x\n", "could not convert"),
-                        ("x y z\nno numbers here\n", "is not an XYZ point cloud")):
-        (tmp_path / "c.xyz").write_text(text)
-        with pytest.raises(InputError, match=words):
-            read_cloud(tmp_path / "c.xyz")
-    (tmp_path / "b.xyz").write_bytes(bytes(range(256)) * 4)
-    with pytest.raises(InputError, match="not text"):
-        read_cloud(tmp_path / "b.xyz")
-    (tmp_path / "e.xyz").write_text("# nothing yet\n")
-    with pytest.raises(InputError, match="holds no points"):
-        read_cloud(tmp_path / "e.xyz")
-
-
 def test_organized_pcd_pixels_without_a_return_are_skipped(tmp_path):
     # a depth camera's cloud as PCL writes it: WIDTH x HEIGHT pixels, NaN where no light came back
     import numpy as np

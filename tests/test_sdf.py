@@ -303,14 +303,14 @@ def test_fit_sdf_trims_the_sheet_that_closes_an_open_scan(tmp_path, capsys):
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, capsys):
     (tmp_path / "bad.ply").write_text("not a ply file\n")
     (tmp_path / "few.xyz").write_text("0 0 0\n1 0 0\n0 1 0\n")
-    (tmp_path / "x.txt").write_text("0 0 0\n")
+    (tmp_path / "x.dat").write_text("0 0 0\n")
     import trimesh
 
     text = trimesh.creation.icosphere(2).export(file_type="ply", encoding="ascii")
     text = text.decode() if isinstance(text, bytes) else text
     (tmp_path / "cut.ply").write_text(text[: len(text) * 3 // 4])  # 320 faces declared, some read
     for path, words in ((tmp_path / "bad.ply", "bad.ply"), (tmp_path / "few.xyz", "at least 10"),
-                        (tmp_path / "none.obj", "no such file"), (tmp_path / "x.txt", "unsupported format"),
+                        (tmp_path / "none.obj", "no such file"), (tmp_path / "x.dat", "unsupported format"),
                         (tmp_path / "cut.ply", "of the 320 faces its header declares")):
         capsys.readouterr()
         assert main(["fit-sdf", str(path), "--out", str(tmp_path / "r"), "--no-progress"]) == 2

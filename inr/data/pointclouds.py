@@ -1,6 +1,6 @@
 """Point-cloud files: PLY (ascii/binary) and PCD through open3d when it is installed; without
-it PLY through trimesh (PCD needs open3d); XYZ and NPY through numpy; LAS and LAZ through laspy
-(`las.py`).
+it PLY through trimesh (PCD needs open3d); NPY and text clouds (XYZ, TXT, ASC, CSV, PTS:
+`text_clouds.py`) through numpy; LAS and LAZ through laspy (`las.py`).
 
 Every problem with an input is an InputError naming the file: missing, unknown format, not a
 point cloud, empty, a single point, NaN/Inf coordinates, 2D data, all points identical, and
@@ -24,8 +24,10 @@ import numpy as np
 
 from ..errors import InputError
 from .las import LAS_FORMATS, read_las, write_las
+from .text_clouds import TEXT_FORMATS, TEXT_WRITE_FORMATS, read_text_cloud, write_text_cloud
 
-FORMATS = (".ply", ".pcd", ".xyz", ".npy") + LAS_FORMATS
+FORMATS = (".ply", ".pcd", ".npy") + TEXT_FORMATS + LAS_FORMATS
+WRITE_FORMATS = tuple(f for f in FORMATS if f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS)
 
 
 def _open3d(path: Optional[Path], what: str = "needs open3d"):
@@ -53,8 +55,8 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
 
 
 def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
-    """`read_cloud` plus the file's normals ((N, 3) float64, or None when it has none: XYZ, NPY
-    with fewer than 9 columns, PLY/PCD without nx ny nz, LAS/LAZ without NormalX-Z extra
+    """`read_cloud` plus the file's normals ((N, 3) float64, or None when it has none: text
+    clouds without Nx Ny Nz columns named in a header, NPY with fewer than 9 columns, PLY/PCD without nx ny nz, LAS/LAZ without NormalX-Z extra
     dimensions; without open3d PLY normals are not read).
     NPY columns: x y z [r g b [nx ny nz]]. bad_normals: 'error' (an InputError when a normal is
     zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then no normals)."""
@@ -84,8 +86,8 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
         if suffix == ".ply" and _head(path, 3) != b"ply":
             raise InputError(path, "is not a PLY point cloud")
         declared = ply_element_counts(path).get("vertex") if suffix == ".ply" else None
-        if suffix == ".xyz":
-            points = _read_xyz(path)
+        if suffix in TEXT_FORMATS:
+            points, colors, normals = read_text_cloud(path)
         elif suffix == ".pcd":
             points, colors, normals = _read_pcd(path)
         elif suffix in LAS_FORMATS:
@@ -199,39 +201,6 @@ def _head(path: Path, size: int) -> bytes:
         return f.read(size)
 
 
-XYZ_COMMENTS = ("#", "//")
-
-
-def _read_xyz(path: Path) -> np.ndarray:
-    """(N, 3) points of an XYZ text file: a line per point, x y z first, separated by spaces or
-    tabs, commas or semicolons (as the first point's line has them). Further columns (colours,
-    intensity, normals: the file does not say which) are ignored; comment lines (# or //, as
-    CloudCompare writes its header) are skipped, and so is one header line of words (X,Y,Z)."""
-    head = _head(path, 65536)
-    try:
-        lines = head[: head.rfind(b"\n") + 1 or len(head)].decode("utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise InputError(path, "is not an XYZ point cloud (not text)") from None
-    data_rows = [i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith(XYZ_COMMENTS)]
-    if not data_rows:
-        return np.zeros((0, 3))
-    first = lines[data_rows[0]]
-    delimiter = "," if "," in first else ";" if ";" in first else None
-    fields = [t for t in first.split(delimiter) if t.strip()]
-    try:
-        [float(t) for t in fields]
-        skip = data_rows[0]
-    except ValueError:  # a header line of column names
-        skip = data_rows[0] + 1
-    try:
-        data = np.loadtxt(path, delimiter=delimiter, comments=XYZ_COMMENTS, skiprows=skip, ndmin=2, dtype=np.float64)
-    except ValueError as exc:
-        raise InputError(path, f"is not an XYZ point cloud (expected lines of 3 or more numbers: {exc})") from None
-    if data.size and data.shape[1] < 3:
-        raise InputError(path, f"holds {data.shape[1]} numbers per line; an XYZ point cloud needs x y z")
-    return data[:, :3] if data.size else np.zeros((0, 3))
-
-
 def check_points(points: np.ndarray, path, duplicates: str = "error") -> None:
     if points.ndim != 2 or points.shape[1] != 3:
         raise InputError(path, f"expected (N, 3) points, got shape {points.shape}")
@@ -253,12 +222,13 @@ def check_points(points: np.ndarray, path, duplicates: str = "error") -> None:
 
 def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None) -> None:
     """Write atomically (a temporary file in the same folder, then renamed). Normals go to
-    PLY/PCD (nx ny nz, through open3d), LAS/LAZ (extra dimensions NormalX-Z) and NPY (columns
-    7-9, colours then being 4-6, zero when there are none); XYZ has no place for them."""
+    PLY/PCD (nx ny nz, through open3d), LAS/LAZ (extra dimensions NormalX-Z), TXT/ASC/CSV
+    (named columns) and NPY (columns 7-9, colours then being 4-6, zero when there are none);
+    XYZ has no place for them (nor for colours). PTS files are read, not written."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
+    if suffix not in WRITE_FORMATS:
+        raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'} to write; use one of {', '.join(WRITE_FORMATS)}")
     if not path.parent.is_dir():
         raise InputError(path.parent, "no such folder")
     tmp = path.with_name(f".tmp-{path.name}")
@@ -273,7 +243,9 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
             _write_pcd(path, tmp, points, colors, normals)
         elif suffix in LAS_FORMATS:
             write_las(path, tmp, points, colors, normals)
-        elif not _has_open3d() and (suffix == ".xyz" or (suffix == ".ply" and normals is None)):
+        elif suffix in TEXT_WRITE_FORMATS:
+            write_text_cloud(tmp, suffix, points, colors, normals)
+        elif not _has_open3d() and suffix == ".ply" and normals is None:
             _write_without_open3d(tmp, suffix, np.asarray(points, np.float64), colors)
         else:
             o3d = _open3d(path, "PLY files with normals need open3d")
@@ -382,9 +354,6 @@ def check_ply_faces(path: Path, faces: int) -> None:
 
 
 def _write_without_open3d(tmp: Path, suffix: str, points: np.ndarray, colors: Optional[np.ndarray]) -> None:
-    if suffix == ".xyz":
-        np.savetxt(tmp, points, fmt="%.15g")  # float64 detail far from the origin
-        return
     import trimesh
 
     rgba = None if colors is None else np.concatenate(

@@ -19,7 +19,7 @@ from .nerf_fit import load_nerf_run
 from .outputs import MESH_FORMATS, check_suffix, write_mesh, write_video  # noqa: F401  (re-exported)
 
 VIDEO_FORMATS = (".mp4", ".gif")
-POINT_FORMATS = (".ply", ".pcd", ".xyz", ".las", ".laz")
+POINT_FORMATS = (".ply", ".pcd", ".las", ".laz", ".xyz", ".txt", ".asc", ".csv")
 
 
 PATHS = ("orbit", "spiral")

@@ -95,14 +95,14 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
     The input's colours, if any, go to every output point from its nearest input point.
     normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`);
-    None: where the format holds them (PLY, PCD) and open3d is installed."""
+    None: where the format holds them (all but XYZ and NPY) and open3d is installed."""
     import torch
 
-    from ..data.pointclouds import FORMATS, write_cloud
+    from ..data.pointclouds import WRITE_FORMATS, write_cloud
     from ..pointcloud.voxel import even_subsample
 
-    if out.suffix.lower() not in FORMATS:
-        raise InputError(out, f"unsupported point-cloud format {out.suffix or '(none)'}; use one of {', '.join(FORMATS)}")
+    if out.suffix.lower() not in WRITE_FORMATS:
+        raise InputError(out, f"unsupported point-cloud format {out.suffix or '(none)'} to write; use one of {', '.join(WRITE_FORMATS)}")
     if not out.parent.is_dir():
         raise InputError(out.parent, "no such folder")
     if factor <= 0:
@@ -153,9 +153,9 @@ def _wants_normals(out: Path, asked: Optional[bool]) -> bool:
 
     suffix = out.suffix.lower()
     if asked is None:
-        return suffix in (".ply", ".pcd", ".las", ".laz") and _external.has_open3d()
+        return suffix not in (".xyz", ".npy") and _external.has_open3d()
     if asked and suffix == ".xyz":
-        raise InputError(out, "XYZ files have no place for normals; write .ply, .pcd, .npy, .las or .laz, or leave out --normals")
+        raise InputError(out, "XYZ files have no place for normals; write .ply, .pcd, .npy, .las, .laz, .txt, .asc or .csv, or leave out --normals")
     if asked and not _external.has_open3d():
         raise InputError(None, "--normals needs open3d (the open3d extra), which estimates them")
     return asked
