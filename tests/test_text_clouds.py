@@ -10,7 +10,7 @@ PTS = np.array([[1.5, -2.0, 3.25], [0.0, 1e-3, -7.0], [512345.125, 4123456.5, 32
 ROWS = [" ".join(f"{float(v)!r}" for v in p) for p in PTS]
 
 
-@pytest.mark.parametrize("layout", ["spaces", "tabs and rgb", "commas with header", "semicolons",
+@pytest.mark.parametrize("layout", ["spaces", "tabs and rgb", "commas with header", "semicolons", "trailing commas",
                                     "comments and blank lines", "count line first"])
 def test_xyz_files_as_scanners_and_tools_write_them(tmp_path, layout):
     text = {
@@ -18,6 +18,7 @@ def test_xyz_files_as_scanners_and_tools_write_them(tmp_path, layout):
         "tabs and rgb": "\n".join("\t".join(f"{float(v)!r}" for v in p) + "\t200\t10\t0" for p in PTS),
         "commas with header": "X,Y,Z,Intensity\n" + "\n".join(", ".join(f"{float(v)!r}" for v in p) + ", 0.5" for p in PTS),
         "semicolons": "\n".join(";".join(f"{float(v)!r}" for v in p) for p in PTS),
+        "trailing commas": "\n".join(",".join(f"{float(v)!r}" for v in p) + "," for p in PTS),
         "comments and blank lines": "# scan 7\n\n" + ROWS[0] + "\n# moved\n" + "\n".join(ROWS[1:]) + "\n\n",
         "count line first": "3\n" + "\n".join(ROWS),
     }[layout]

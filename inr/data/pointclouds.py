@@ -56,8 +56,9 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
 
 def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
     """`read_cloud` plus the file's normals ((N, 3) float64, or None when it has none: text
-    clouds without Nx Ny Nz columns named in a header, NPY with fewer than 9 columns, PLY/PCD without nx ny nz, LAS/LAZ without NormalX-Z extra
-    dimensions; without open3d PLY normals are not read).
+    clouds without Nx Ny Nz columns named in a header, NPY with fewer than 9 columns, PLY/PCD
+    without nx ny nz, LAS/LAZ without NormalX-Z extra dimensions; without open3d PLY normals
+    are not read).
     NPY columns: x y z [r g b [nx ny nz]]. bad_normals: 'error' (an InputError when a normal is
     zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then no normals)."""
     path = Path(path)

@@ -66,7 +66,7 @@ def read_text_cloud(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optio
     counted = bool(rows) and lines[rows[0]].strip().isdigit()
     at = int(counted)
     header = None
-    if at < len(rows) and not all(_is_number(t) for t in re.split(r"[,;\s]+", lines[rows[at]].strip())):
+    if at < len(rows) and not all(_is_number(t) for t in re.split(r"[,;\s]+", lines[rows[at]].strip()) if t):
         header, at = lines[rows[at]], at + 1  # a line of column names
     if at >= len(rows):
         return np.zeros((0, 3)), None, None
@@ -78,10 +78,10 @@ def read_text_cloud(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optio
         header = before[-1]  # a comment line naming each column
     try:
         if counted:
-            data, declared = _counted_rows(path, delimiter, header)
-        else:
+            data, declared = _counted_rows(path, delimiter, header, width)
+        else:  # usecols: a delimiter that ends each line (1,2,3,) adds no empty column
             data = np.loadtxt(path, delimiter=delimiter, comments=COMMENTS, skiprows=rows[at], ndmin=2,
-                              dtype=np.float64, encoding="utf-8-sig")
+                              dtype=np.float64, encoding="utf-8-sig", usecols=range(width))
             declared = None
     except ValueError as exc:
         raise InputError(path, f"is not {kind} point cloud (expected lines of 3 or more numbers: {exc})") from None
@@ -105,7 +105,7 @@ def read_text_cloud(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optio
     return data[:, coords], rgb, None if normals is None else data[:, normals]
 
 
-def _counted_rows(path: Path, delimiter: Optional[str], header: Optional[str]) -> Tuple[np.ndarray, int]:
+def _counted_rows(path: Path, delimiter: Optional[str], header: Optional[str], width: int) -> Tuple[np.ndarray, int]:
     """The points of a file whose count lines (a single whole number) head each block, and the
     sum of those counts."""
     declared, points = 0, []
@@ -120,7 +120,7 @@ def _counted_rows(path: Path, delimiter: Optional[str], header: Optional[str]) -
                 points.append(text)
     if not points:
         return np.zeros((0, 3)), declared
-    return np.loadtxt(points, delimiter=delimiter, ndmin=2, dtype=np.float64), declared
+    return np.loadtxt(points, delimiter=delimiter, ndmin=2, dtype=np.float64, usecols=range(width)), declared
 
 
 def write_text_cloud(tmp: Path, suffix: str, points: np.ndarray, colors: Optional[np.ndarray],
