@@ -3,6 +3,7 @@
 held-out meshes).
 
     .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--weights FILE] [--out calibration.json] [--records calibration.json] [--write]
+    .venv/bin/python scripts/calibrate_voxel.py --mesh-dir data/training-meshes --meshes a,b --sigmas 0.0025,0.01 --counts 5000,50000 --out F
 
 For synthetic shapes at known noise levels and point counts (points spread evenly with noise
 per coordinate, and range scans with noise along the rays) it records (1) the noise residual
@@ -14,6 +15,11 @@ by a grid search for the lowest mean score over all records (a score between two
 is interpolated linearly), and prints the fitted rule's mean score beside the base voxel's (scale
 1), the rule the weights carry and the best scale per record (the floor). --records refits saved
 records; --write stores the fitted rule in the weights file (--weights, default the shipped one).
+
+--mesh-dir takes the shapes from meshes (the training meshes: never the held-out ones) instead
+of the generator, with --sigmas and --counts in place of SIGMAS and COUNTS (no range scans).
+Each record also keeps the noise read from coarse passes at READING_VOXELS base voxels (the
+shipped reading is the one at NOISE_VOXEL), and --reading V fits the rule on one of them.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import table  # noqa: E402
 
 from inr.pointcloud.metrics import compare  # noqa: E402
-from inr.pointcloud.reconstruct import make_frame, voxel_scale  # noqa: E402
+from inr.pointcloud.reconstruct import NOISE_VOXEL, Frame, make_frame, voxel_scale  # noqa: E402
 from inr.pointcloud.shapes import Corruption, add_outliers, corrupt, range_scan, sample_surface  # noqa: E402
 from inr.pointcloud.voxel import even_subsample  # noqa: E402
 from inr.presets import PointCloudTrainConfig  # noqa: E402
@@ -44,6 +50,8 @@ SCAN_VIEWS, SCAN_COUNT = 6, 5000
 SCALES = (0.5, 0.625, 0.75, 0.875, 1.0)
 SCALE_KNOTS = (0.5, 0.75, 1.0)
 """The rule's scales; its noise knots are fitted."""
+READING_VOXELS = (1.5, 1.0, 0.75)
+"""Coarse-pass voxels (in base voxels) whose noise readings every record keeps, to compare readings."""
 
 
 def score_at(record, scale: float) -> float:
@@ -93,6 +101,12 @@ def main() -> None:
     ap.add_argument("--records", type=Path, default=None, help="refit the rule on saved records (no network runs)")
     ap.add_argument("--weights", type=Path, default=None, help="the network to calibrate for (default: the shipped weights)")
     ap.add_argument("--write", action="store_true", help="store the fitted rule in the weights file")
+    ap.add_argument("--mesh-dir", type=Path, default=None, help="shapes from these meshes (.off/.ply/.obj) instead of the generator")
+    ap.add_argument("--meshes", default=None, help="with --mesh-dir: a comma-separated subset (file stems)")
+    ap.add_argument("--sigmas", default=None, help="with --mesh-dir: comma-separated noise levels (diagonal shares)")
+    ap.add_argument("--counts", default=None, help="with --mesh-dir: comma-separated point counts")
+    ap.add_argument("--reading", type=float, default=None,
+                    help="fit on the noise read at this coarse-pass voxel (one of READING_VOXELS; default: the shipped reading)")
     args = ap.parse_args()
     weights = args.weights or default_weights()
     model = load_weights(weights)
@@ -100,6 +114,9 @@ def main() -> None:
         records = json.loads(args.records.read_text())["records"]
     else:
         records = measure(model, args)
+    if args.reading is not None:
+        records = [{**r, "residual": r["readings"][str(args.reading)] if str(args.reading) in r["readings"]
+                    else r["readings"][args.reading]} for r in records]
     rule = report(records, model.rule)
     if args.write:
         store_voxel_rule(weights, rule)
@@ -112,16 +129,46 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
     c_in = compare(noisy, clean, 1.0)["chamfer_l1"]
     r = model.noise_level(x, base)
+    local = model._local(x)[0]
+    with torch.no_grad():
+        readings = {v: model._read_noise(local, Frame(make_frame(local, model.voxels_per_diagonal, float(model.max_density)).centre,
+                                                      base * v / NOISE_VOXEL))[1] * v / NOISE_VOXEL for v in READING_VOXELS}
     scores = {}
     for s in SCALES:
         pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()
         scores[s] = compare(even_subsample(pts, 4 * len(noisy)), clean, 1.0)["chamfer_l1"] / c_in
     print(f"{about}: residual {r:.3f} voxels, " + " ".join(f"{s}:{v:.3f}" for s, v in scores.items()), flush=True)
-    return {**about, "residual": r, "scores": scores}
+    return {**about, "residual": r, "readings": readings, "scores": scores}
+
+
+def measure_meshes(model, args) -> list:
+    """Records of meshes from --mesh-dir at --sigmas x --counts, evenly spread points, no outliers."""
+    import trimesh
+
+    sigmas = [float(v) for v in args.sigmas.split(",")] if args.sigmas else list(SIGMAS)
+    counts = [int(v) for v in args.counts.split(",")] if args.counts else list(COUNTS)
+    names = args.meshes.split(",") if args.meshes else None
+    paths = sorted(p for p in args.mesh_dir.iterdir() if p.suffix in (".off", ".ply", ".obj") and (not names or p.stem in names))
+    rng = np.random.default_rng(args.seed)
+    records = []
+    for path in paths:
+        mesh = trimesh.load(path, process=True)
+        clean = sample_surface(mesh, 100_000, rng)
+        diag = float(np.linalg.norm(mesh.extents))
+        for sigma in sigmas:
+            for n in counts:
+                c = Corruption(noise=(sigma, sigma), sparsity=(len(clean) / n,) * 2, outliers=(0.0, 0.0), holes=(0, 0))
+                records.append(record(model, corrupt(clean, rng, c), clean, {"shape": path.stem, "sigma": sigma, "points": n, "kind": "mesh"}))
+    return records
 
 
 def measure(model, args) -> list:
     torch.set_num_threads(2)
+    if args.mesh_dir:
+        records = measure_meshes(model, args)
+        if args.out:
+            args.out.write_text(json.dumps({"records": records}, indent=1))
+        return records
     rng = np.random.default_rng(args.seed)
     stream = ShapeStream(PointCloudTrainConfig(), None, args.seed)
     records = []
