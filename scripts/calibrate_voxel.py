@@ -128,11 +128,11 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     x = torch.from_numpy(noisy).float()
     base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
     c_in = compare(noisy, clean, 1.0)["chamfer_l1"]
-    r = model.noise_level(x, base)
     local = model._local(x)[0]
-    with torch.no_grad():
-        readings = {v: model._read_noise(local, Frame(make_frame(local, model.voxels_per_diagonal, float(model.max_density)).centre,
-                                                      base * v / NOISE_VOXEL))[1] * v / NOISE_VOXEL for v in READING_VOXELS}
+    centre = make_frame(local, model.voxels_per_diagonal, float(model.max_density)).centre
+    with torch.no_grad():  # the reading at NOISE_VOXEL is `noise_level`'s
+        readings = {v: model._read_noise(local, Frame(centre, base * v / NOISE_VOXEL))[1] * v / NOISE_VOXEL for v in READING_VOXELS}
+    r = readings[NOISE_VOXEL]
     scores = {}
     for s in SCALES:
         pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()
@@ -154,7 +154,6 @@ def measure_meshes(model, args) -> list:
     for path in paths:
         mesh = trimesh.load(path, process=True)
         clean = sample_surface(mesh, 100_000, rng)
-        diag = float(np.linalg.norm(mesh.extents))
         for sigma in sigmas:
             for n in counts:
                 c = Corruption(noise=(sigma, sigma), sparsity=(len(clean) / n,) * 2, outliers=(0.0, 0.0), holes=(0, 0))
