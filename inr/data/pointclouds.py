@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from .las import LAS_FORMATS, read_las, write_las
-from .text_clouds import TEXT_FORMATS, TEXT_WRITE_FORMATS, read_text_cloud, write_text_cloud
+from .text_clouds import TEXT_FORMATS, TEXT_WRITE_FORMATS, file_head, read_text_cloud, write_text_cloud
 
 FORMATS = (".ply", ".pcd", ".npy") + TEXT_FORMATS + LAS_FORMATS
 WRITE_FORMATS = tuple(f for f in FORMATS if f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS)
@@ -84,7 +84,7 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
         if data.shape[1] >= 9:
             normals = data[:, 6:9].astype(np.float64)
     else:
-        if suffix == ".ply" and _head(path, 3) != b"ply":
+        if suffix == ".ply" and file_head(path, 3) != b"ply":
             raise InputError(path, "is not a PLY point cloud")
         declared = ply_element_counts(path).get("vertex") if suffix == ".ply" else None
         if suffix in TEXT_FORMATS:
@@ -194,12 +194,6 @@ def _caught_output(lines: List[str]):
             sink.seek(0)
             lines.extend(sink.read().decode("utf-8", "replace").splitlines())
             lines.extend(python.getvalue().splitlines())
-
-
-def _head(path: Path, size: int) -> bytes:
-    """The first `size` bytes of a file."""
-    with path.open("rb") as f:
-        return f.read(size)
 
 
 def check_points(points: np.ndarray, path, duplicates: str = "error") -> None:

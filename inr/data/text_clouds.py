@@ -44,6 +44,12 @@ def _columns(names: List[str], *spellings) -> Optional[List[int]]:
     return None
 
 
+def file_head(path: Path, size: int) -> bytes:
+    """The first `size` bytes of a file."""
+    with path.open("rb") as f:
+        return f.read(size)
+
+
 def _is_number(token: str) -> bool:
     try:
         float(token)
@@ -56,8 +62,7 @@ def read_text_cloud(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optio
     """(points (N, 3) float64, colours in [0, 1] or None, normals or None) of a text point cloud."""
     kind = path.suffix[1:].upper()
     kind = ("an " if kind in ("XYZ", "ASC") else "a ") + kind
-    with path.open("rb") as f:
-        head = f.read(_HEAD_BYTES)
+    head = file_head(path, _HEAD_BYTES)
     try:
         lines = head[: head.rfind(b"\n") + 1 or len(head)].decode("utf-8-sig").splitlines()
     except UnicodeDecodeError:

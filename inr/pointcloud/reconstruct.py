@@ -133,11 +133,12 @@ not be voxelized (packed keys hold +-2^15 voxels at half the base voxel). Nearer
 the input, where the network may keep them if they form a surface of their own."""
 
 
-def make_frame(points: torch.Tensor, voxels_per_diagonal: float, max_density: Optional[float] = None) -> Frame:
+def make_frame(points: torch.Tensor, voxels_per_diagonal: float, max_density: Optional[float] = None,
+               box: Optional[Tuple[torch.Tensor, torch.Tensor]] = None) -> Frame:
     """The voxel is diagonal / voxels_per_diagonal (the diagonal of `extent`: the bounding box
     less far strays), or smaller where max_density asks for it (bisection on a
-    log scale: density grows with the voxel)."""
-    lo, hi = extent(points)
+    log scale: density grows with the voxel). box: `extent(points)` when the caller has it."""
+    lo, hi = extent(points) if box is None else box
     voxel = float((hi - lo).norm()) / voxels_per_diagonal
     if max_density is not None and density(points, voxel) > max_density:
         small, big = voxel / 256, voxel
@@ -299,11 +300,13 @@ class Reconstructor(nn.Module):
         lo, hi = extent(noisy)  # again: float32 may round the quantiles differently
         diagonal_voxel = float((hi - lo).norm()) / self.voxels_per_diagonal
         near = ((noisy - (lo + hi) / 2).abs() <= STRAY_REACH * diagonal_voxel).all(1)
-        noisy = noisy if bool(near.all()) else noisy[near]
+        whole = bool(near.all())
+        noisy = noisy if whole else noisy[near]
         if voxel is not None:
             frame = Frame((noisy.min(0).values + noisy.max(0).values) / 2, float(voxel))
-        else:
-            frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
+        else:  # the box is the one just measured unless very far points were dropped
+            frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY,
+                               box=(lo, hi) if whole else None)
         # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
         # density-capped voxel may still be coarse for its noise
         coarse, base = None, frame.voxel
