@@ -1,6 +1,6 @@
 """Calibrates a point-cloud network's noise-adaptive voxel (its weights' `voxel_rule`; see
-`inr.pointcloud.reconstruct.VOXEL_RULE`) on the training generator's shapes (never on the
-held-out meshes).
+`inr.pointcloud.reconstruct.VOXEL_RULE`, and the voxel its noise is read at, `noise_voxel`) on
+the training generator's shapes or the training meshes (never on the held-out meshes).
 
     .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--weights FILE] [--out calibration.json] [--records calibration.json] [--write]
     .venv/bin/python scripts/calibrate_voxel.py --mesh-dir data/training-meshes --meshes a,b --sigmas 0.0025,0.01 --counts 5000,50000 --out F
@@ -14,12 +14,14 @@ the rule's knots (the residuals where the scale is 0.5, 0.75 and 1; linear betwe
 by a grid search for the lowest mean score over all records (a score between two tried scales
 is interpolated linearly), and prints the fitted rule's mean score beside the base voxel's (scale
 1), the rule the weights carry and the best scale per record (the floor). --records refits saved
-records; --write stores the fitted rule in the weights file (--weights, default the shipped one).
+records; --write stores the fitted rule, with the reading voxel it was fitted on, in the weights
+file (--weights, default the shipped one).
 
 --mesh-dir takes the shapes from meshes (the training meshes: never the held-out ones) instead
 of the generator, with --sigmas and --counts in place of SIGMAS and COUNTS (no range scans).
-Each record also keeps the noise read from coarse passes at READING_VOXELS base voxels (the
-shipped reading is the one at NOISE_VOXEL), and --reading V fits the rule on one of them.
+Each record also keeps the noise read from first passes at READING_VOXELS base voxels (the
+weights' reading is the one at their `noise_voxel`), and --reading V fits the rule on one of
+them. Records of several runs fit together when --records names several files.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import table  # noqa: E402
 
 from inr.pointcloud.metrics import compare  # noqa: E402
-from inr.pointcloud.reconstruct import NOISE_VOXEL, Frame, make_frame, voxel_scale  # noqa: E402
+from inr.pointcloud.reconstruct import Frame, make_frame, voxel_scale  # noqa: E402
 from inr.pointcloud.shapes import Corruption, add_outliers, corrupt, range_scan, sample_surface  # noqa: E402
 from inr.pointcloud.voxel import even_subsample  # noqa: E402
 from inr.presets import PointCloudTrainConfig  # noqa: E402
@@ -98,7 +100,7 @@ def main() -> None:
     ap.add_argument("--shapes", type=int, default=4)
     ap.add_argument("--seed", type=int, default=321)
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--records", type=Path, default=None, help="refit the rule on saved records (no network runs)")
+    ap.add_argument("--records", type=Path, nargs="+", default=None, help="refit the rule on saved records (no network runs)")
     ap.add_argument("--weights", type=Path, default=None, help="the network to calibrate for (default: the shipped weights)")
     ap.add_argument("--write", action="store_true", help="store the fitted rule in the weights file")
     ap.add_argument("--mesh-dir", type=Path, default=None, help="shapes from these meshes (.off/.ply/.obj) instead of the generator")
@@ -111,28 +113,30 @@ def main() -> None:
     weights = args.weights or default_weights()
     model = load_weights(weights)
     if args.records:
-        records = json.loads(args.records.read_text())["records"]
+        records = [r for f in args.records for r in json.loads(f.read_text())["records"]]
     else:
         records = measure(model, args)
-    if args.reading is not None:
-        records = [{**r, "residual": r["readings"][str(args.reading)] if str(args.reading) in r["readings"]
-                    else r["readings"][args.reading]} for r in records]
+    reading = float(model.noise_voxel) if args.reading is None else args.reading
+    records = [{**r, "residual": r["readings"][str(reading)] if str(reading) in r["readings"] else r["readings"][reading]}
+               for r in records]
+    print(f"noise read at {reading:g} base voxels")
     rule = report(records, model.rule)
     if args.write:
-        store_voxel_rule(weights, rule)
-        print(f"stored the rule {rule} in {weights}")
+        store_voxel_rule(weights, rule, reading)
+        print(f"stored the rule {rule}, read at {reading:g} base voxels, in {weights}")
 
 
 def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
-    """`about` with the noise residual and the score at each of SCALES for this input."""
+    """`about` with the noise residuals (at each of READING_VOXELS, and at the weights' own reading
+    voxel as "residual") and the score at each of SCALES for this input."""
     x = torch.from_numpy(noisy).float()
     base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
     c_in = compare(noisy, clean, 1.0)["chamfer_l1"]
     local = model._local(x)[0]
     centre = make_frame(local, model.voxels_per_diagonal, float(model.max_density)).centre
-    with torch.no_grad():  # the reading at NOISE_VOXEL is `noise_level`'s
-        readings = {v: model._read_noise(local, Frame(centre, base * v / NOISE_VOXEL))[1] * v / NOISE_VOXEL for v in READING_VOXELS}
-    r = readings[NOISE_VOXEL]
+    with torch.no_grad():  # the reading at the weights' noise_voxel is `noise_level`'s
+        readings = {v: model._read_noise(local, Frame(centre, base), v)[1] for v in READING_VOXELS}
+    r = readings[float(model.noise_voxel)]
     scores = {}
     for s in SCALES:
         pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()

@@ -473,29 +473,37 @@ def tiny_weights(tmp_path_factory):
 
 
 def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_weights, monkeypatch):
-    # the rule is stored in the weights file and read back; a file from before it was stored
-    # gets VOXEL_RULE; reconstruct scales the base voxel by the weights' rule at the read noise
+    # the rule and its reading voxel are stored in the weights file and read back; a file from
+    # before either was stored gets the legacy ones; reconstruct scales the base voxel by the
+    # weights' rule at the read noise
     import shutil
 
     from inr.errors import InputError
-    from inr.pointcloud.reconstruct import VOXEL_RULE, Reconstructor, make_frame
+    from inr.pointcloud.reconstruct import LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, NOISE_VOXEL, VOXEL_RULE, Reconstructor, make_frame
     from inr.tasks.pointcloud_train import load_weights, store_voxel_rule
 
     path = tmp_path / "w.pt"
     shutil.copy(tiny_weights, path)
-    assert load_weights(path).rule == VOXEL_RULE  # a new training starts from the default
+    fresh = load_weights(path)
+    assert fresh.rule == VOXEL_RULE and float(fresh.noise_voxel) == NOISE_VOXEL  # a new training starts from the defaults
     rule = ((0.2, 0.5), (0.4, 0.75), (0.6, 1.0))
-    store_voxel_rule(path, rule)
+    store_voxel_rule(path, rule, 0.75)
     model = load_weights(path)
-    assert model.rule == rule
+    assert model.rule == rule and float(model.noise_voxel) == 0.75
     before = torch.load(tiny_weights, weights_only=True)
     after = torch.load(path, weights_only=True)
-    assert after["config"] == before["config"] and all(torch.equal(before["state_dict"][k], v) for k, v in after["state_dict"].items() if k != "voxel_rule")
+    assert after["config"] == before["config"] and all(torch.equal(before["state_dict"][k], v) for k, v in after["state_dict"].items()
+                                                        if k not in ("voxel_rule", "noise_voxel"))
+    del after["state_dict"]["noise_voxel"]
+    torch.save(after, tmp_path / "rule-only.pt")  # a rule stored before its reading voxel was: read at the legacy one
+    old = load_weights(tmp_path / "rule-only.pt")
+    assert old.rule == rule and float(old.noise_voxel) == LEGACY_NOISE_VOXEL
     del after["state_dict"]["voxel_rule"]
     torch.save(after, tmp_path / "old.pt")
-    assert load_weights(tmp_path / "old.pt").rule == VOXEL_RULE
+    old = load_weights(tmp_path / "old.pt")
+    assert old.rule == LEGACY_VOXEL_RULE and float(old.noise_voxel) == LEGACY_NOISE_VOXEL
     voxels = []
-    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, noisy, frame: (noisy[:0], 0.3))  # halfway between the first knots
+    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, noisy, frame, **kw: (noisy[:0], 0.3))  # halfway between the first knots
     monkeypatch.setattr(Reconstructor, "_run", lambda self, noisy, frame, *a: voxels.append(frame.voxel) or noisy[:0])
     cloud = torch.from_numpy(_sphere_points(800, noise=0.01)).float()
     model.max_density.fill_(100.0)  # the diagonal's voxel holds (two training steps saw only sparse clouds)
@@ -504,7 +512,7 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
     assert voxels == [pytest.approx(base * 0.625)]
     (tmp_path / "bad.pt").write_bytes(b"x")
     with pytest.raises(InputError, match="not a point-cloud weights file"):
-        store_voxel_rule(tmp_path / "bad.pt", rule)
+        store_voxel_rule(tmp_path / "bad.pt", rule, 1.0)
 
 
 def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weights, monkeypatch):
@@ -535,10 +543,12 @@ def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weig
     assert torch.equal(fill_gaps(fine, ahead, two, 0.1), ahead[:, 0] > 1.15)  # 1.175, ..., 1.475
     assert not fill_gaps(fine, coarse, fine, 0.1).any()  # every input point explained: nothing added
     assert fill_gaps(fine[:0], coarse, noisy, 0.1).all()  # an empty fine pass: the coarse one whole
-    # reconstruct: the fine pass (VOXEL_RULE: scale 0.5 at noise 0.3); the coarse pass shows a gap, so a
-    # pass at the base voxel runs and its gap points join, their voxel indices after the fine pass's
+    # reconstruct with the noise read at 1.5 base voxels: the fine pass (VOXEL_RULE: scale 0.5 at
+    # noise 0.2); the first pass shows a gap, so a pass at the base voxel runs and its gap points
+    # join, their voxel indices after the fine pass's
     model = load_weights(tiny_weights)
     model.max_density.fill_(1000.0)
+    model.noise_voxel.fill_(1.5)
     k = model.cfg.points_per_voxel
     noisy = line(0, 2, 0.01)
     coarse8, fine8 = coarse[:56].repeat_interleave(k, 0), fine.repeat_interleave(k, 0)
@@ -550,7 +560,10 @@ def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weig
         passes.append(round(frame.voxel, 6))
         return (fine8 if frame.voxel < 0.1 else base8) - centre
 
-    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, cloud, frame: (coarse8 - centre, 0.3))
+    def first_pass(points, level):
+        return lambda self, cloud, frame, **kw: (points - centre, level)
+
+    monkeypatch.setattr(Reconstructor, "_read_noise", first_pass(coarse8, 0.2))
     monkeypatch.setattr(Reconstructor, "_run", run)
     monkeypatch.setattr("inr.pointcloud.reconstruct.make_frame", lambda *a, **kw: Frame(torch.zeros(3), 0.1))
     pts, index = model.reconstruct(noisy)
@@ -560,34 +573,56 @@ def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weig
     torch.testing.assert_close(pts, torch.cat([fine8, base8[want]]), atol=1e-6, rtol=0)
     assert torch.equal(index[: len(fine8)], torch.arange(101).repeat_interleave(k))
     assert torch.equal(index[len(fine8):], 101 + torch.arange(56).repeat_interleave(k)[want])
-    # no gap in the coarse pass's view: no base pass, the fine pass alone
+    # no gap in the first pass's view: no base pass, the fine pass alone
     passes.clear()
-    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, cloud, frame: (fine8 - centre, 0.3))
+    monkeypatch.setattr(Reconstructor, "_read_noise", first_pass(fine8, 0.2))
     torch.testing.assert_close(model.reconstruct(noisy)[0], fine8, atol=1e-6, rtol=0)
     assert passes == [0.05]
+    # read at the base voxel, the first pass is the base pass: its points fill the gaps, and no
+    # other base pass runs; at the base voxel's noise (scale 1) it is the output, and nothing else runs
+    model.noise_voxel.fill_(1.0)
+    passes.clear()
+    monkeypatch.setattr(Reconstructor, "_read_noise", first_pass(coarse8, 0.2))
+    pts, index = model.reconstruct(noisy)
+    assert passes == [0.05]
+    want = fill_gaps(fine8, coarse8, noisy, 0.1)
+    torch.testing.assert_close(pts, torch.cat([fine8, coarse8[want]]), atol=1e-6, rtol=0)
+    assert torch.equal(index[len(fine8):], 101 + torch.arange(56).repeat_interleave(k)[want])
+    passes.clear()
+    monkeypatch.setattr(Reconstructor, "_read_noise", first_pass(coarse8, 5.0))
+    torch.testing.assert_close(model.reconstruct(noisy)[0], coarse8, atol=1e-6, rtol=0)
+    assert passes == []
+    # another threshold than the first pass's: the output pass runs at it
+    assert len(model.reconstruct(noisy, threshold=0.7)[0]) == len(base8) and passes == [0.1]
 
 
 def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, tiny_weights):
-    # a run checkpointed before the model recorded max_density and carried voxel_rule resumes:
-    # the missing buffers take the values the run starts with (here the defaults)
+    # a run checkpointed before the model recorded max_density and carried voxel_rule and
+    # noise_voxel resumes: the missing buffers take the values the run starts with (here the
+    # defaults); a rule stored without its reading voxel was read at the legacy one
     import shutil
 
     from inr.cli import main
-    from inr.pointcloud.reconstruct import VOXEL_RULE
-    from inr.tasks.pointcloud_train import load_weights
+    from inr.pointcloud.reconstruct import LEGACY_NOISE_VOXEL, NOISE_VOXEL, VOXEL_RULE
+    from inr.tasks.pointcloud_train import PointCloudModule, load_weights
 
     run = tmp_path / "run"
     shutil.copytree(tiny_weights.parent, run)
     ckpt = run / "checkpoints" / "last.ckpt"
     saved = torch.load(ckpt, weights_only=False)
     assert saved["global_step"] == 2
-    for key in ("model.voxel_rule", "model.max_density"):
+    module = PointCloudModule(**saved["hyper_parameters"])
+    partial = {"state_dict": {k: v for k, v in saved["state_dict"].items() if k != "model.noise_voxel"}}
+    module.on_load_checkpoint(partial)
+    assert float(partial["state_dict"]["model.noise_voxel"]) == LEGACY_NOISE_VOXEL
+    for key in ("model.voxel_rule", "model.max_density", "model.noise_voxel"):
         del saved["state_dict"][key]
     torch.save(saved, ckpt)
     assert main(["pointcloud", "train", "--resume", str(run), "--steps", "3", "--no-progress"]) == 0
     assert torch.load(ckpt, weights_only=False)["global_step"] == 3
     model = load_weights(run / "model.pt")
-    assert model.rule == VOXEL_RULE and float(model.max_density) > 0  # step 3 recorded its cloud's density
+    assert model.rule == VOXEL_RULE and float(model.noise_voxel) == NOISE_VOXEL
+    assert float(model.max_density) > 0  # step 3 recorded its cloud's density
 
 
 def test_denoise_densify_reconstruct_cli(tmp_path, tiny_weights, capsys):
@@ -680,7 +715,7 @@ def test_plane_residuals_and_voxel_rule_known_values():
 
 def test_shipped_weights_measure_the_noise_and_adapt_the_voxel():
     # noise_level reads the noise back (in base voxels) within 15 % on a sphere the generator
-    # never makes, at 0.5 % and at 2 % (the base-voxel reading read 2 % as ~0.7 of it); a
+    # never makes, at 0.5 % and at 2 % (read there at the base voxel: 0.95 of it); a
     # low-noise cloud gets a voxel near the finest (more output points), a 2 % one the base
     import numpy as np
 

@@ -4,11 +4,12 @@ Clouds are centred on their bounding box and measured in voxels; stage 2 works i
 In training the voxel is the bounding-box diagonal / `voxels_per_diagonal`. At inference that
 base voxel holds unless it puts more input points per occupied voxel than training ever showed
 (a dense scan, or a long object; the model records that density): then it shrinks until the
-density is back in the trained range. Then the voxel adapts to the noise: the noise is read from a first,
-coarse pass (`noise_level`), and the cloud is then reconstructed once at the voxel the noise
-asks for (the weights' `voxel_rule`: finer for less noise); where that finer pass leaves gaps
-that the coarse pass covers, a pass at the base voxel fills them (`fill_gaps`). Large grids are processed in tiles with
-overlapping margins (`reconstruct`).
+density is back in the trained range. Then the voxel adapts to the noise: the noise is read from a first
+pass (`noise_level`; at the base voxel for weights calibrated so, at 1.5 of it for older ones), and
+the cloud is then reconstructed once at the voxel the noise asks for (the weights' `voxel_rule`:
+finer for less noise); where that finer pass leaves gaps that the first pass covers, a pass at the
+base voxel (the first pass itself when that ran at the base voxel) fills them (`fill_gaps`).
+Large grids are processed in tiles with overlapping margins (`reconstruct`).
 """
 
 from __future__ import annotations
@@ -36,39 +37,51 @@ beyond its own block and keeps only the voxels inside the block, so every voxel 
 once, by the tile that sees it with the most context."""
 
 
-VOXEL_RULE = ((0.36, 0.5), (0.78, 0.75), (0.88, 1.0))
+VOXEL_RULE = ((0.28, 0.5), (0.7, 0.75), (0.82, 1.0))
 """(noise in base voxels, voxel scale) knots: the voxel is the base voxel times the scale,
 interpolated linearly between the knots and held at the end ones. The rule belongs to a network
-(how much noise it removes per voxel), so weights carry their own (`Reconstructor.voxel_rule`,
-fitted on the training generator's shapes, never on held-out meshes, by
-`scripts/calibrate_voxel.py --write`): the finest voxel scores best while the noise stays within
-about what training showed per voxel; beyond, the base voxel does. These knots, calibrated for
-the network shipped before the rule was stored, serve weights that carry none and new trainings."""
+(how much noise it removes per voxel) and to where its noise is read (`NOISE_VOXEL`), so weights
+carry both (`Reconstructor.voxel_rule`, `Reconstructor.noise_voxel`), fitted by
+`scripts/calibrate_voxel.py --write` on the training generator's shapes and the training meshes,
+never on held-out meshes: the finest voxel scores best while the noise stays within about what
+training showed per voxel; beyond, the base voxel does. These knots, the shipped network's at
+NOISE_VOXEL, serve new trainings until they are calibrated."""
+
+LEGACY_VOXEL_RULE, LEGACY_NOISE_VOXEL = ((0.36, 0.5), (0.78, 0.75), (0.88, 1.0)), 1.5
+"""For weights from before these were stored: the rule of the network shipped before weights
+carried a rule, and the reading voxel of all weights before they carried one."""
 
 NOISE_QUERIES = 20_000
 """At most about this many input points (every k-th) measure the noise."""
 
-NOISE_VOXEL, NOISE_NEIGHBOURS = 1.5, 64
-"""The noise is read against the network's output at NOISE_VOXEL base voxels, from planes
-fitted to NOISE_NEIGHBOURS output points. At the base voxel and 16 neighbours the reading
-saturated (σ of 0.015 and 0.02 of the diagonal read alike, 0.025 read lower): there the output
-follows part of the noise. On the training generator's shapes (2,500-10,000 points, 2 %
-outliers) this reading rises with the noise through σ = 0.025."""
+NOISE_VOXEL, NOISE_NEIGHBOURS = 1.0, 64
+"""The noise is read against the network's output at NOISE_VOXEL base voxels (new weights; each
+weights file carries its own, `Reconstructor.noise_voxel`), from planes fitted to
+NOISE_NEIGHBOURS output points. With 16 neighbours the base-voxel reading saturated (σ of 0.015
+and 0.02 of the diagonal read alike): there the output follows part of the noise; 64 neighbours
+and 1.5 base voxels read rising through σ = 0.025 on the generator's shapes. Read at the base
+voxel the noise reads low at 2 % (about 0.6-0.9 of it) but ranks the clouds better for the rule:
+fitted to each reading on 112 generator records and 48 training-mesh records (6 meshes, σ 0.25-2 %,
+5,000 and 50,000 points), the mean output/input Chamfer-L1 at the rule's voxel was, generator /
+meshes, 0.436 / 0.625 read at the base voxel against 0.441 / 0.669 at 1.5 (the best tried voxel
+per record: 0.586 on the meshes). And the first pass then is the base-voxel pass: a cloud the
+rule leaves at the base voxel costs one pass, not two, and gap filling needs no third."""
 
 
 FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT = 1.0, 1.5, 2.0, 2
 """Gap filling after a pass finer than the base voxel (distances in base voxels), from the points
-of a coarser pass. Input points farther than FILL_UNEXPLAINED from the fine output are
+of a coarser pass (the first pass, that read the noise). Input points farther than FILL_UNEXPLAINED from the fine output are
 unexplained. The coarser pass's points farther than FILL_REACH from the fine output and within
 FILL_REACH of an unexplained point are candidates; candidates chained by links of FILL_REACH
 form patches. A patch joins the output when one of its points lies within FILL_ATTACH of the
 fine output (a gap continues the surface) and at least FILL_SUPPORT unexplained points lie
-nearest it (an outlier alone is unexplained too). The coarse pass (run anyway, to read the
-noise) finds the gaps; only then does a pass at the base voxel run, and its points fill them.
+nearest it (an outlier alone is unexplained too). The first pass (run anyway, to read the
+noise) finds the gaps; the base-voxel pass's points fill them (the first pass's own where it ran
+at the base voxel; for weights that read the noise at 1.5 base voxels, a base pass runs then).
 Why: a fine voxel holds few points, and where a scan is sparse (surfaces the rays graze, far
 from the scanner) the network drops them as noise; on simulated range scans of training meshes
-whole regions went missing at half the base voxel. Chosen on 10 training meshes' range scans
-and 5 %-outlier scans (mean `reconstruct` ratio, range scans / outliers): no filling 0.777 /
+whole regions went missing at half the base voxel. Chosen (with the noise read at 1.5 base
+voxels) on 10 training meshes' range scans and 5 %-outlier scans (mean `reconstruct` ratio, range scans / outliers): no filling 0.777 /
 0.491; from the coarse pass with one supporting point and no patch test 0.713 / 0.510, with the
 patch test 0.717 / 0.492, and 2 supporting points 0.719 / 0.492 (3: 0.722, 5: 0.729 on the
 scans); from the base-voxel pass with the same rule 0.728 / 0.491 (the coarse pass's blobs
@@ -245,8 +258,10 @@ class Reconstructor(nn.Module):
         self.stage2 = PointNet(self.cfg)
         # the most input points per occupied voxel seen in training: inference stays at or below it
         self.register_buffer("max_density", torch.tensor(0.0))
-        # (noise, scale) knots of the noise-adaptive voxel, calibrated for these weights
+        # (noise, scale) knots of the noise-adaptive voxel, calibrated for these weights with the
+        # noise read at noise_voxel base voxels
         self.register_buffer("voxel_rule", torch.tensor(VOXEL_RULE))
+        self.register_buffer("noise_voxel", torch.tensor(NOISE_VOXEL))
 
     @property
     def rule(self) -> Tuple[Tuple[float, float], ...]:
@@ -288,8 +303,8 @@ class Reconstructor(nn.Module):
 
         voxel: the voxel side in world units. Default: the base voxel of the module docstring's
         rule, then, with `adaptive`, the noise-adaptive voxel (`noise_level`, `rule`):
-        finer where the cloud's noise, read from a coarse pass first, is low enough for it; gaps
-        of the finer pass that the coarse one covers are filled from a base-voxel pass (`fill_gaps`).
+        finer where the cloud's noise, read from a first pass, is low enough for it; gaps of the
+        finer pass that the first one covers are filled from a base-voxel pass (`fill_gaps`).
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
         progress bar on stderr when `progress` is set. `noisy` may be on any device and of any
         float dtype: the model runs on its own device in float32, on the cloud taken relative to
@@ -309,18 +324,21 @@ class Reconstructor(nn.Module):
                                box=(lo, hi) if whole else None)
         # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
         # density-capped voxel may still be coarse for its noise
-        coarse, base = None, frame.voxel
+        first, base, scale = None, frame.voxel, 1.0
         if voxel is None and adaptive:
-            coarse, level = self._read_noise(noisy, frame)
+            first, level = self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress)
             scale = voxel_scale(level, self.rule)
-            frame = Frame(frame.centre, frame.voxel * scale)
-            coarse = coarse if scale < 1.0 else None
-        pts = self._run(noisy, frame, threshold, tile, margin, progress)
+        # the first pass is the base-voxel pass when it ran there at the same threshold
+        base_pass = first if first is not None and float(self.noise_voxel) == 1.0 and threshold == 0.5 else None
+        if scale == 1.0 and base_pass is not None:
+            pts = base_pass
+        else:
+            pts = self._run(noisy, Frame(frame.centre, base * scale), threshold, tile, margin, progress)
         k = self.cfg.points_per_voxel
         voxel_index = torch.arange(len(pts) // k, device=noisy.device).repeat_interleave(k)
-        if coarse is not None and fill_gaps(pts, coarse, noisy, base).any():
-            # the finer pass left gaps where the coarse one has surface: fill them from a pass at the base voxel
-            whole = self._run(noisy, Frame(frame.centre, base), threshold, tile, margin, progress)
+        if scale < 1.0 and fill_gaps(pts, first, noisy, base).any():
+            # the finer pass left gaps where the first one has surface: fill them from a pass at the base voxel
+            whole = base_pass if base_pass is not None else self._run(noisy, Frame(frame.centre, base), threshold, tile, margin, progress)
             add = fill_gaps(pts, whole, noisy, base)
             whole_index = len(pts) // k + torch.arange(len(whole) // k, device=noisy.device).repeat_interleave(k)
             pts, voxel_index = torch.cat([pts, whole[add]]), torch.cat([voxel_index, whole_index[add]])
@@ -336,15 +354,18 @@ class Reconstructor(nn.Module):
     @torch.no_grad()
     def noise_level(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> float:
         """The cloud's noise in voxels of side `voxel` (default: the base voxel): the median
-        distance of its points to the planes of the network's output at NOISE_VOXEL times that
+        distance of its points to the planes of the network's output at `noise_voxel` times that
         voxel, / 0.6745 (a Gaussian's sigma from the median of its absolute value)."""
         noisy = self._local(noisy)[0]
         frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
         return self._read_noise(noisy, frame if voxel is None else Frame(frame.centre, float(voxel)))[1]
 
-    def _read_noise(self, noisy: torch.Tensor, frame: Frame) -> Tuple[torch.Tensor, float]:
-        """(the coarse pass's points at NOISE_VOXEL times frame's voxel, the noise in frame's voxels)."""
-        surface = self._run(noisy, Frame(frame.centre, frame.voxel * NOISE_VOXEL), 0.5, TILE, MARGIN, False)
+    def _read_noise(self, noisy: torch.Tensor, frame: Frame, at: Optional[float] = None, tile: int = TILE,
+                    margin: int = MARGIN, progress: bool = False) -> Tuple[torch.Tensor, float]:
+        """(the first pass's points, at `at` (default: the weights' `noise_voxel`) times frame's
+        voxel; the noise in frame's voxels read against them)."""
+        at = float(self.noise_voxel) if at is None else at
+        surface = self._run(noisy, Frame(frame.centre, frame.voxel * at), 0.5, tile, margin, progress)
         if len(surface) == 0:
             return surface, float("nan")
         queries = noisy[:: max(1, len(noisy) // NOISE_QUERIES)]  # a median needs no more

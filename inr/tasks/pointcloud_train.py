@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig
-from ..pointcloud.reconstruct import VOXEL_RULE, Reconstructor
+from ..pointcloud.reconstruct import LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, Reconstructor
 from ..pointcloud.shapes import Corruption, _rotation, corrupt, open_cut, random_shape, sample_surface, scan_pair, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
@@ -101,10 +101,13 @@ class PointCloudModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         retarget_learning_rate(checkpoint, float(self.cfg.lr))  # a resumed run may change train.lr
-        # checkpoints from before the model recorded max_density / carried its voxel_rule: the
-        # values this module starts with (its seed weights' or the defaults), so they resume
+        # checkpoints from before the model recorded max_density / carried its voxel_rule and
+        # noise_voxel: the values this module starts with (its seed weights' or the defaults), so
+        # they resume; a rule without its reading voxel was read at the legacy one
         state, own = checkpoint.get("state_dict", {}), self.model.state_dict()
-        for name in ("max_density", "voxel_rule"):
+        if "model.voxel_rule" in state:
+            state.setdefault("model.noise_voxel", torch.tensor(LEGACY_NOISE_VOXEL))
+        for name in ("max_density", "voxel_rule", "noise_voxel"):
             state.setdefault(f"model.{name}", own[name].clone())
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
@@ -150,11 +153,13 @@ def export_weights(module: PointCloudModule, path: Path) -> None:
                   "state_dict": {k: v.cpu() for k, v in module.model.state_dict().items()}, "train": module.cfg.to_dict()}, path)
 
 
-def store_voxel_rule(path: Path, rule) -> None:
+def store_voxel_rule(path: Path, rule, noise_voxel: float) -> None:
     """Write (noise, scale) knots into a weights file as its voxel rule (`Reconstructor.voxel_rule`),
-    replacing the file atomically; the rest of the file is kept as it is."""
+    with the voxel (in base voxels) its noise is read at (`Reconstructor.noise_voxel`), replacing
+    the file atomically; the rest of the file is kept as it is."""
     data, _ = _read_weights(path)  # a clear error for a file that is not point-cloud weights
     data["state_dict"]["voxel_rule"] = torch.tensor([[float(x), float(y)] for x, y in rule])
+    data["state_dict"]["noise_voxel"] = torch.tensor(float(noise_voxel))
     _save_atomic(data, path)
 
 
@@ -171,7 +176,9 @@ def _read_weights(path: Path) -> Tuple[Dict[str, Any], Reconstructor]:
         model = Reconstructor(ReconstructionConfig(**data["config"]), data["voxels_per_diagonal"])
         state = dict(data["state_dict"])
         state.setdefault("max_density", torch.tensor(0.0))  # weights from before it was recorded: the default
-        state.setdefault("voxel_rule", torch.tensor(VOXEL_RULE))  # weights from before the rule was stored
+        # weights from before the rule / its reading voxel were stored
+        state.setdefault("voxel_rule", torch.tensor(LEGACY_VOXEL_RULE))
+        state.setdefault("noise_voxel", torch.tensor(LEGACY_NOISE_VOXEL))
         model.load_state_dict(state)
     except Exception as exc:  # pickle/zip/key errors all mean "not our weights"
         raise InputError(path, f"is not a point-cloud weights file ({exc.__class__.__name__})") from None
