@@ -86,7 +86,7 @@ def report(records, carried) -> tuple:
     """Prints the fitted rule beside the others; returns its knots as (noise, scale) pairs."""
     m, knots = fit(records)
     rows = [{"voxel": "base (scale 1)", "mean output/input Chamfer-L1": float(np.mean([score_at(r, 1.0) for r in records]))},
-            {"voxel": f"the weights' rule {carried}", "mean output/input Chamfer-L1":
+            {"voxel": f"the weights' rule {carried} (on this reading)", "mean output/input Chamfer-L1":
              float(np.mean([score_at(r, voxel_scale(r["residual"], carried)) for r in records]))},
             {"voxel": f"fitted rule, knots {knots}", "mean output/input Chamfer-L1": m},
             {"voxel": "best tried scale per record (floor)", "mean output/input Chamfer-L1":

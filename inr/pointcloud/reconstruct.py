@@ -60,7 +60,7 @@ weights file carries its own, `Reconstructor.noise_voxel`), from planes fitted t
 NOISE_NEIGHBOURS output points. With 16 neighbours the base-voxel reading saturated (σ of 0.015
 and 0.02 of the diagonal read alike): there the output follows part of the noise; 64 neighbours
 and 1.5 base voxels read rising through σ = 0.025 on the generator's shapes. Read at the base
-voxel the noise reads low at 2 % (about 0.6-0.9 of it) but ranks the clouds better for the rule:
+voxel the noise reads low at 2 % (0.55-0.95 of it) but ranks the clouds better for the rule:
 fitted to each reading on 112 generator records and 48 training-mesh records (6 meshes, σ 0.25-2 %,
 5,000 and 50,000 points), the mean output/input Chamfer-L1 at the rule's voxel was, generator /
 meshes, 0.436 / 0.625 read at the base voxel against 0.441 / 0.669 at 1.5 (the best tried voxel
@@ -70,22 +70,23 @@ rule leaves at the base voxel costs one pass, not two, and gap filling needs no 
 
 FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT = 1.0, 1.5, 2.0, 2
 """Gap filling after a pass finer than the base voxel (distances in base voxels), from the points
-of a coarser pass (the first pass, that read the noise). Input points farther than FILL_UNEXPLAINED from the fine output are
-unexplained. The coarser pass's points farther than FILL_REACH from the fine output and within
-FILL_REACH of an unexplained point are candidates; candidates chained by links of FILL_REACH
-form patches. A patch joins the output when one of its points lies within FILL_ATTACH of the
-fine output (a gap continues the surface) and at least FILL_SUPPORT unexplained points lie
-nearest it (an outlier alone is unexplained too). The first pass (run anyway, to read the
-noise) finds the gaps; the base-voxel pass's points fill them (the first pass's own where it ran
-at the base voxel; for weights that read the noise at 1.5 base voxels, a base pass runs then).
-Why: a fine voxel holds few points, and where a scan is sparse (surfaces the rays graze, far
-from the scanner) the network drops them as noise; on simulated range scans of training meshes
-whole regions went missing at half the base voxel. Chosen (with the noise read at 1.5 base
-voxels) on 10 training meshes' range scans and 5 %-outlier scans (mean `reconstruct` ratio, range scans / outliers): no filling 0.777 /
-0.491; from the coarse pass with one supporting point and no patch test 0.713 / 0.510, with the
-patch test 0.717 / 0.492, and 2 supporting points 0.719 / 0.492 (3: 0.722, 5: 0.729 on the
-scans); from the base-voxel pass with the same rule 0.728 / 0.491 (the coarse pass's blobs
-around outliers near the surface are not in it)."""
+of a coarser pass (the first pass, that read the noise). Input points farther than
+FILL_UNEXPLAINED from the fine output are unexplained. The coarser pass's points farther than
+FILL_REACH from the fine output and within FILL_REACH of an unexplained point are candidates;
+candidates chained by links of FILL_REACH form patches. A patch joins the output when one of its
+points lies within FILL_ATTACH of the fine output (a gap continues the surface) and at least
+FILL_SUPPORT unexplained points lie nearest it (an outlier alone is unexplained too). The first
+pass (run anyway, to read the noise) finds the gaps; the base-voxel pass's points fill them (the
+first pass's own where it ran at the base voxel; for weights that read the noise at 1.5 base
+voxels, a base pass runs then). Why: a fine voxel holds few points, and where a scan is sparse
+(surfaces the rays graze, far from the scanner) the network drops them as noise; on simulated
+range scans of training meshes whole regions went missing at half the base voxel. Chosen (with
+the noise read at 1.5 base voxels) on 10 training meshes' range scans and 5 %-outlier scans
+(mean `reconstruct` ratio, range scans / outliers): no filling 0.777 / 0.491; from the coarse
+pass with one supporting point and no patch test 0.713 / 0.510, with the patch test 0.717 /
+0.492, and 2 supporting points 0.719 / 0.492 (3: 0.722, 5: 0.729 on the scans); from the
+base-voxel pass with the same rule 0.728 / 0.491 (the coarse pass's blobs around outliers near the
+surface are not in it)."""
 
 
 def fill_gaps(fine: torch.Tensor, coarse: torch.Tensor, noisy: torch.Tensor, voxel: float) -> torch.Tensor:
