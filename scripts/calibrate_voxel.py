@@ -62,6 +62,15 @@ def score_at(record, scale: float) -> float:
     return float(np.interp(scale, [k for k, _ in tried], [v for _, v in tried]))
 
 
+def reading_of(record, voxel: float) -> float:
+    """The record's noise read at `voxel` base voxels (saved records key their readings by text;
+    records from before readings were kept hold only the one at 1.5)."""
+    readings = {float(k): v for k, v in record.get("readings", {1.5: record["residual"]}).items()}
+    if voxel not in readings:
+        raise SystemExit(f"a record has no noise reading at {voxel:g} base voxels (it has {sorted(readings)})")
+    return readings[voxel]
+
+
 def rule_scale(knots, residual: float) -> float:
     return voxel_scale(residual, tuple(zip(knots, SCALE_KNOTS)))
 
@@ -117,8 +126,7 @@ def main() -> None:
     else:
         records = measure(model, args)
     reading = float(model.noise_voxel) if args.reading is None else args.reading
-    records = [{**r, "residual": r["readings"][str(reading)] if str(reading) in r["readings"] else r["readings"][reading]}
-               for r in records]
+    records = [{**r, "residual": reading_of(r, reading)} for r in records]
     print(f"noise read at {reading:g} base voxels")
     rule = report(records, model.rule)
     if args.write:

@@ -515,6 +515,44 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
         store_voxel_rule(tmp_path / "bad.pt", rule, 1.0)
 
 
+def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny_weights, monkeypatch):
+    # scripts/calibrate_voxel.py --records A B --reading 1.0 --write: records of two files, each
+    # with its best scale known, fit a rule that picks that best scale on every record (the
+    # mean score equals the floor), read at 1.0 (not at the 1.5 reading, which ranks them the
+    # other way); the weights file then carries that rule and its reading voxel
+    import json
+    import shutil
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+    import calibrate_voxel as cv
+
+    from inr.pointcloud.reconstruct import voxel_scale
+    from inr.tasks.pointcloud_train import load_weights
+
+    def record(low, high, best):
+        scores = {str(s): (0.4 if s == best else 0.8) for s in cv.SCALES}
+        return {"residual": high, "readings": {"1.5": high, "1.0": low}, "scores": scores}
+
+    a = [record(0.2, 1.2, 0.5), record(0.3, 1.1, 0.5)]
+    b = [record(1.0, 0.4, 1.0), record(1.1, 0.3, 1.0)]
+    (tmp_path / "a.json").write_text(json.dumps({"records": a}))
+    (tmp_path / "b.json").write_text(json.dumps({"records": b}))
+    path = tmp_path / "w.pt"
+    shutil.copy(tiny_weights, path)
+    monkeypatch.setattr(sys, "argv", ["calibrate_voxel.py", "--records", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                                      "--reading", "1.0", "--weights", str(path), "--write"])
+    cv.main()
+    model = load_weights(path)
+    assert float(model.noise_voxel) == 1.0
+    assert [cv.score_at(r, voxel_scale(r["readings"]["1.0"], model.rule)) for r in a + b] == [0.4] * 4
+    # the 1.5 readings rank these records the other way: no rule of rising knots fits them all
+    assert cv.fit([{**r, "residual": r["readings"]["1.5"]} for r in a + b])[0] > 0.4
+    with pytest.raises(SystemExit, match="no noise reading at 0.75"):
+        cv.reading_of(a[0], 0.75)
+
+
 def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weights, monkeypatch):
     # fine output on x in [0, 1], input on [0, 2], coarse output on [0, 3] and one point off the
     # line: base voxel 0.1, so input beyond x = 1.1 is unexplained, and the coarse points farther
