@@ -2,7 +2,7 @@
 `inr.pointcloud.reconstruct.VOXEL_RULE`, and the voxel its noise is read at, `noise_voxel`) on
 the training generator's shapes or the training meshes (never on the held-out meshes).
 
-    .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--weights FILE] [--out calibration.json] [--records calibration.json] [--write]
+    .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--weights FILE] [--out calibration.json] [--records A.json [B.json ...]] [--reading V] [--write]
     .venv/bin/python scripts/calibrate_voxel.py --mesh-dir data/training-meshes --meshes a,b --sigmas 0.0025,0.01 --counts 5000,50000 --out F
 
 For synthetic shapes at known noise levels and point counts (points spread evenly with noise
@@ -143,7 +143,7 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     local = model._local(x)[0]
     centre = make_frame(local, model.voxels_per_diagonal, float(model.max_density)).centre
     with torch.no_grad():  # the reading at the weights' noise_voxel is `noise_level`'s
-        readings = {v: model._read_noise(local, Frame(centre, base), v)[1] for v in READING_VOXELS}
+        readings = {v: model._read_noise(local, Frame(centre, base), v)[1] for v in {*READING_VOXELS, float(model.noise_voxel)}}
     r = readings[float(model.noise_voxel)]
     scores = {}
     for s in SCALES:
