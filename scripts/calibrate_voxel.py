@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import table  # noqa: E402
 
 from inr.pointcloud.metrics import compare  # noqa: E402
-from inr.pointcloud.reconstruct import Frame, make_frame, voxel_scale  # noqa: E402
+from inr.pointcloud.reconstruct import make_frame, voxel_scale  # noqa: E402
 from inr.pointcloud.shapes import Corruption, add_outliers, corrupt, range_scan, sample_surface  # noqa: E402
 from inr.pointcloud.voxel import even_subsample  # noqa: E402
 from inr.presets import PointCloudTrainConfig  # noqa: E402
@@ -53,7 +53,7 @@ SCALES = (0.5, 0.625, 0.75, 0.875, 1.0)
 SCALE_KNOTS = (0.5, 0.75, 1.0)
 """The rule's scales; its noise knots are fitted."""
 READING_VOXELS = (1.5, 1.0, 0.75)
-"""Coarse-pass voxels (in base voxels) whose noise readings every record keeps, to compare readings."""
+"""First-pass voxels (in base voxels) whose noise readings every record keeps, to compare readings."""
 
 
 def score_at(record, scale: float) -> float:
@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--sigmas", default=None, help="with --mesh-dir: comma-separated noise levels (diagonal shares)")
     ap.add_argument("--counts", default=None, help="with --mesh-dir: comma-separated point counts")
     ap.add_argument("--reading", type=float, default=None,
-                    help="fit on the noise read at this coarse-pass voxel (one of READING_VOXELS; default: the shipped reading)")
+                    help="fit on the noise read at this first-pass voxel (one of READING_VOXELS; default: the weights' noise_voxel)")
     args = ap.parse_args()
     weights = args.weights or default_weights()
     model = load_weights(weights)
@@ -138,12 +138,12 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     """`about` with the noise residuals (at each of READING_VOXELS, and at the weights' own reading
     voxel as "residual") and the score at each of SCALES for this input."""
     x = torch.from_numpy(noisy).float()
-    base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
     c_in = compare(noisy, clean, 1.0)["chamfer_l1"]
     local = model._local(x)[0]
-    centre = make_frame(local, model.voxels_per_diagonal, float(model.max_density)).centre
+    frame = make_frame(local, model.voxels_per_diagonal, float(model.max_density))
+    base = frame.voxel
     with torch.no_grad():  # the reading at the weights' noise_voxel is `noise_level`'s
-        readings = {v: model._read_noise(local, Frame(centre, base), v)[1] for v in {*READING_VOXELS, float(model.noise_voxel)}}
+        readings = {v: model._read_noise(local, frame, v)[1] for v in {*READING_VOXELS, float(model.noise_voxel)}}
     r = readings[float(model.noise_voxel)]
     scores = {}
     for s in SCALES:

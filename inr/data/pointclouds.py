@@ -215,6 +215,12 @@ def check_points(points: np.ndarray, path, duplicates: str = "error") -> None:
             raise InputError(path, f"{dup} of {n} points repeat an earlier point exactly; remove them (--drop-duplicates)")
 
 
+def check_write_format(path: Path) -> None:
+    """An InputError unless `path`'s suffix is one `write_cloud` writes."""
+    if path.suffix.lower() not in WRITE_FORMATS:
+        raise InputError(path, f"unsupported point-cloud format {path.suffix or '(none)'} to write; use one of {', '.join(WRITE_FORMATS)}")
+
+
 def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None) -> None:
     """Write atomically (a temporary file in the same folder, then renamed). Normals go to
     PLY/PCD (nx ny nz, through open3d), LAS/LAZ (extra dimensions NormalX-Z), TXT/ASC/CSV
@@ -222,8 +228,7 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
     XYZ has no place for them (nor for colours). PTS files are read, not written."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix not in WRITE_FORMATS:
-        raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'} to write; use one of {', '.join(WRITE_FORMATS)}")
+    check_write_format(path)
     if not path.parent.is_dir():
         raise InputError(path.parent, "no such folder")
     tmp = path.with_name(f".tmp-{path.name}")

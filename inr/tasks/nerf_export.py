@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from .. import progress
-from ..data.pointclouds import write_cloud
+from ..data.pointclouds import WRITE_FORMATS, write_cloud
 from ..errors import InputError
 from ..render.extract import extract_mesh
 from ..render.paths import orbit_poses, spiral_poses
@@ -19,7 +19,7 @@ from .nerf_fit import load_nerf_run
 from .outputs import MESH_FORMATS, check_suffix, write_mesh, write_video  # noqa: F401  (re-exported)
 
 VIDEO_FORMATS = (".mp4", ".gif")
-POINT_FORMATS = (".ply", ".pcd", ".las", ".laz", ".xyz", ".txt", ".asc", ".csv")
+POINT_FORMATS = tuple(f for f in WRITE_FORMATS if f != ".npy")  # files other tools open
 
 
 PATHS = ("orbit", "spiral")

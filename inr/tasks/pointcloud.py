@@ -98,11 +98,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     None: where the format holds them (all but XYZ and NPY) and open3d is installed."""
     import torch
 
-    from ..data.pointclouds import WRITE_FORMATS, write_cloud
+    from ..data.pointclouds import check_write_format, write_cloud
     from ..pointcloud.voxel import even_subsample
 
-    if out.suffix.lower() not in WRITE_FORMATS:
-        raise InputError(out, f"unsupported point-cloud format {out.suffix or '(none)'} to write; use one of {', '.join(WRITE_FORMATS)}")
+    check_write_format(out)  # before the network runs
     if not out.parent.is_dir():
         raise InputError(out.parent, "no such folder")
     if factor <= 0:
