@@ -14,8 +14,9 @@ the rule's knots (the residuals where the scale is 0.5, 0.75 and 1; linear betwe
 by a grid search for the lowest mean score over all records (a score between two tried scales
 is interpolated linearly), and prints the fitted rule's mean score beside the base voxel's (scale
 1), the rule the weights carry and the best scale per record (the floor). --records refits saved
-records; --write stores the fitted rule, with the reading voxel it was fitted on, in the weights
-file (--weights, default the shipped one).
+records; --write stores the fitted rule, with the reading voxel it was fitted on and the density
+the records were read at (`Reconstructor.noise_density`; records without one: the whole cloud),
+in the weights file (--weights, default the shipped one).
 
 --mesh-dir takes the shapes from meshes (the training meshes: never the held-out ones) instead
 of the generator, with --sigmas and --counts in place of SIGMAS and COUNTS (no range scans).
@@ -38,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import table  # noqa: E402
 
 from inr.pointcloud.metrics import compare  # noqa: E402
-from inr.pointcloud.reconstruct import make_frame, voxel_scale  # noqa: E402
+from inr.pointcloud.reconstruct import LEGACY_NOISE_DENSITY, make_frame, voxel_scale  # noqa: E402
 from inr.pointcloud.shapes import Corruption, add_outliers, corrupt, range_scan, sample_surface  # noqa: E402
 from inr.pointcloud.voxel import even_subsample  # noqa: E402
 from inr.presets import PointCloudTrainConfig  # noqa: E402
@@ -130,8 +131,12 @@ def main() -> None:
     print(f"noise read at {reading:g} base voxels")
     rule = report(records, model.rule)
     if args.write:
-        store_voxel_rule(weights, rule, reading)
-        print(f"stored the rule {rule}, read at {reading:g} base voxels, in {weights}")
+        densities = {float(r.get("noise_density", LEGACY_NOISE_DENSITY)) for r in records}
+        if len(densities) > 1:
+            raise SystemExit(f"the records were read at different densities ({sorted(densities)} points per voxel): refit them apart")
+        density = densities.pop()
+        store_voxel_rule(weights, rule, reading, density)
+        print(f"stored the rule {rule}, read at {reading:g} base voxels and {density:g} points per voxel, in {weights}")
 
 
 def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
@@ -150,7 +155,7 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
         pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()
         scores[s] = compare(even_subsample(pts, 4 * len(noisy)), clean, 1.0)["chamfer_l1"] / c_in
     print(f"{about}: residual {r:.3f} voxels, " + " ".join(f"{s}:{v:.3f}" for s, v in scores.items()), flush=True)
-    return {**about, "residual": r, "readings": readings, "scores": scores}
+    return {**about, "residual": r, "readings": readings, "noise_density": float(model.noise_density), "scores": scores}
 
 
 def measure_meshes(model, args) -> list:

@@ -479,21 +479,26 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
     import shutil
 
     from inr.errors import InputError
-    from inr.pointcloud.reconstruct import LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, NOISE_VOXEL, VOXEL_RULE, Reconstructor, make_frame
+    from inr.pointcloud.reconstruct import (LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, NOISE_DENSITY, NOISE_VOXEL,
+                                            VOXEL_RULE, Reconstructor, make_frame)
     from inr.tasks.pointcloud_train import load_weights, store_voxel_rule
 
     path = tmp_path / "w.pt"
     shutil.copy(tiny_weights, path)
-    fresh = load_weights(path)
-    assert fresh.rule == VOXEL_RULE and float(fresh.noise_voxel) == NOISE_VOXEL  # a new training starts from the defaults
+    fresh = load_weights(path)  # a new training starts from the defaults
+    assert fresh.rule == VOXEL_RULE and float(fresh.noise_voxel) == NOISE_VOXEL and float(fresh.noise_density) == NOISE_DENSITY
     rule = ((0.2, 0.5), (0.4, 0.75), (0.6, 1.0))
-    store_voxel_rule(path, rule, 0.75)
+    store_voxel_rule(path, rule, 0.75, 3.0)
     model = load_weights(path)
-    assert model.rule == rule and float(model.noise_voxel) == 0.75
+    assert model.rule == rule and float(model.noise_voxel) == 0.75 and float(model.noise_density) == 3.0
     before = torch.load(tiny_weights, weights_only=True)
     after = torch.load(path, weights_only=True)
     assert after["config"] == before["config"] and all(torch.equal(before["state_dict"][k], v) for k, v in after["state_dict"].items()
-                                                        if k not in ("voxel_rule", "noise_voxel"))
+                                                        if k not in ("voxel_rule", "noise_voxel", "noise_density"))
+    del after["state_dict"]["noise_density"]
+    torch.save(after, tmp_path / "voxel-only.pt")  # a rule stored before its reading density was: the whole cloud read
+    old = load_weights(tmp_path / "voxel-only.pt")
+    assert old.rule == rule and float(old.noise_voxel) == 0.75 and float(old.noise_density) == LEGACY_NOISE_DENSITY == float("inf")
     del after["state_dict"]["noise_voxel"]
     torch.save(after, tmp_path / "rule-only.pt")  # a rule stored before its reading voxel was: read at the legacy one
     old = load_weights(tmp_path / "rule-only.pt")
@@ -503,7 +508,7 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
     old = load_weights(tmp_path / "old.pt")
     assert old.rule == LEGACY_VOXEL_RULE and float(old.noise_voxel) == LEGACY_NOISE_VOXEL
     voxels = []
-    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, noisy, frame, **kw: (noisy[:0], 0.3))  # halfway between the first knots
+    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, noisy, frame, **kw: (noisy[:0], 0.3, True))  # halfway between the first knots
     monkeypatch.setattr(Reconstructor, "_run", lambda self, noisy, frame, *a: voxels.append(frame.voxel) or noisy[:0])
     cloud = torch.from_numpy(_sphere_points(800, noise=0.01)).float()
     model.max_density.fill_(100.0)  # the diagonal's voxel holds (two training steps saw only sparse clouds)
@@ -512,7 +517,7 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
     assert voxels == [pytest.approx(base * 0.625)]
     (tmp_path / "bad.pt").write_bytes(b"x")
     with pytest.raises(InputError, match="not a point-cloud weights file"):
-        store_voxel_rule(tmp_path / "bad.pt", rule, 1.0)
+        store_voxel_rule(tmp_path / "bad.pt", rule, 1.0, 2.0)
 
 
 def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny_weights, monkeypatch):
@@ -533,7 +538,7 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
 
     def record(low, high, best):
         scores = {str(s): (0.4 if s == best else 0.8) for s in cv.SCALES}
-        return {"residual": high, "readings": {"1.5": high, "1.0": low}, "scores": scores}
+        return {"residual": high, "readings": {"1.5": high, "1.0": low}, "noise_density": 2.5, "scores": scores}
 
     a = [record(0.2, 1.2, 0.5), record(0.3, 1.1, 0.5)]
     b = [record(1.0, 0.4, 1.0), record(1.1, 0.3, 1.0)]
@@ -545,12 +550,17 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
                                       "--reading", "1.0", "--weights", str(path), "--write"])
     cv.main()
     model = load_weights(path)
-    assert float(model.noise_voxel) == 1.0
+    assert float(model.noise_voxel) == 1.0 and float(model.noise_density) == 2.5  # the records' reading
     assert [cv.score_at(r, voxel_scale(r["readings"]["1.0"], model.rule)) for r in a + b] == [0.4] * 4
     # the 1.5 readings rank these records the other way: no rule of rising knots fits them all
     assert cv.fit([{**r, "residual": r["readings"]["1.5"]} for r in a + b])[0] > 0.4
     with pytest.raises(SystemExit, match="no noise reading at 0.75"):
         cv.reading_of(a[0], 0.75)
+    # records read at another density (here: none recorded, the whole cloud) do not fit together
+    del b[0]["noise_density"]
+    (tmp_path / "b.json").write_text(json.dumps({"records": b}))
+    with pytest.raises(SystemExit, match="different densities"):
+        cv.main()
 
 
 def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weights, monkeypatch):
@@ -598,8 +608,8 @@ def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weig
         passes.append(round(frame.voxel, 6))
         return (fine8 if frame.voxel < 0.1 else base8) - centre
 
-    def first_pass(points, level):
-        return lambda self, cloud, frame, **kw: (points - centre, level)
+    def first_pass(points, level, whole=True):
+        return lambda self, cloud, frame, **kw: (points - centre, level, whole)
 
     monkeypatch.setattr(Reconstructor, "_read_noise", first_pass(coarse8, 0.2))
     monkeypatch.setattr(Reconstructor, "_run", run)
@@ -632,6 +642,16 @@ def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weig
     assert passes == []
     # another threshold than the first pass's: the output pass runs at it
     assert len(model.reconstruct(noisy, threshold=0.7)[0]) == len(base8) and passes == [0.1]
+    # a first pass on a share of a dense cloud is not the base pass: the output pass runs, and a
+    # base pass fills the gaps the share's pass shows
+    passes.clear()
+    monkeypatch.setattr(Reconstructor, "_read_noise", first_pass(coarse8, 5.0, whole=False))
+    torch.testing.assert_close(model.reconstruct(noisy)[0], base8, atol=1e-6, rtol=0)
+    assert passes == [0.1]
+    passes.clear()
+    monkeypatch.setattr(Reconstructor, "_read_noise", first_pass(coarse8, 0.2, whole=False))
+    torch.testing.assert_close(model.reconstruct(noisy)[0], torch.cat([fine8, base8[fill_gaps(fine8, base8, noisy, 0.1)]]), atol=1e-6, rtol=0)
+    assert passes == [0.05, 0.1]
 
 
 def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, tiny_weights):
@@ -641,7 +661,7 @@ def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, 
     import shutil
 
     from inr.cli import main
-    from inr.pointcloud.reconstruct import LEGACY_NOISE_VOXEL, NOISE_VOXEL, VOXEL_RULE
+    from inr.pointcloud.reconstruct import LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, NOISE_DENSITY, NOISE_VOXEL, VOXEL_RULE
     from inr.tasks.pointcloud_train import PointCloudModule, load_weights
 
     run = tmp_path / "run"
@@ -650,16 +670,17 @@ def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, 
     saved = torch.load(ckpt, weights_only=False)
     assert saved["global_step"] == 2
     module = PointCloudModule(**saved["hyper_parameters"])
-    partial = {"state_dict": {k: v for k, v in saved["state_dict"].items() if k != "model.noise_voxel"}}
+    partial = {"state_dict": {k: v for k, v in saved["state_dict"].items() if k not in ("model.noise_voxel", "model.noise_density")}}
     module.on_load_checkpoint(partial)
     assert float(partial["state_dict"]["model.noise_voxel"]) == LEGACY_NOISE_VOXEL
-    for key in ("model.voxel_rule", "model.max_density", "model.noise_voxel"):
+    assert float(partial["state_dict"]["model.noise_density"]) == LEGACY_NOISE_DENSITY
+    for key in ("model.voxel_rule", "model.max_density", "model.noise_voxel", "model.noise_density"):
         del saved["state_dict"][key]
     torch.save(saved, ckpt)
     assert main(["pointcloud", "train", "--resume", str(run), "--steps", "3", "--no-progress"]) == 0
     assert torch.load(ckpt, weights_only=False)["global_step"] == 3
     model = load_weights(run / "model.pt")
-    assert model.rule == VOXEL_RULE and float(model.noise_voxel) == NOISE_VOXEL
+    assert model.rule == VOXEL_RULE and float(model.noise_voxel) == NOISE_VOXEL and float(model.noise_density) == NOISE_DENSITY
     assert float(model.max_density) > 0  # step 3 recorded its cloud's density
 
 
@@ -751,6 +772,24 @@ def test_plane_residuals_and_voxel_rule_known_values():
     assert voxel_scale(float("nan")) == 1.0
 
 
+def test_reading_share_thins_a_dense_cloud_to_the_reading_density():
+    # 3 occupied unit voxels of 10 points each (10 per voxel): at a cap of 2 the noise is read on
+    # 6 of the points (2 x 3 voxels), a fixed random share; at a cap of 10 on the cloud itself
+    from inr.pointcloud.reconstruct import reading_share
+
+    g = torch.Generator().manual_seed(1)
+    cloud = torch.cat([torch.rand(10, 3, generator=g, dtype=torch.float64) + torch.tensor([float(i), 0.0, 0.0], dtype=torch.float64)
+                       for i in (0, 1, 5)])
+    share = reading_share(cloud, 1.0, 2.0)
+    assert share.shape == (6, 3) and share.dtype == torch.float64
+    rows = [int(((cloud - p).abs().sum(1) == 0).nonzero()[0, 0]) for p in share]
+    assert len(set(rows)) == 6  # distinct points of the cloud
+    assert torch.equal(reading_share(cloud, 1.0, 2.0), share)  # the same cloud reads the same
+    assert rows != list(range(6))  # a random share, not the cloud's first points
+    assert reading_share(cloud, 1.0, 10.0) is cloud
+    assert len(reading_share(cloud, 1.0, 2.5)) == 7  # int(2.5 x 3)
+
+
 def test_shipped_weights_measure_the_noise_and_adapt_the_voxel():
     # noise_level reads the noise back (in base voxels) within 15 % on a sphere the generator
     # never makes, at 0.5 % and at 2 % (read there at the base voxel: 0.95 of it); a
@@ -773,6 +812,29 @@ def test_shipped_weights_measure_the_noise_and_adapt_the_voxel():
         outputs[sigma] = (voxel_scale(level, model.rule), len(model.reconstruct(noisy)[0]), len(model.reconstruct(noisy, adaptive=False)[0]))
     assert outputs[0.005][0] < 0.6 and outputs[0.005][1] > 2.5 * outputs[0.005][2]  # near the finest scale, 0.5
     assert outputs[0.02][0] == 1.0 and outputs[0.02][1] == outputs[0.02][2]
+
+
+def test_shipped_weights_read_a_dense_clouds_noise_on_a_share_of_it():
+    # 100,000 points on a sphere at 2 % noise: the density cap shrinks the voxel until the noise is
+    # about one voxel, where, with 8 points per voxel, the output follows the noise. Read on the whole cloud (weights
+    # without a reading density) the noise reads low (0.61 of it when written); on the share the
+    # shipped weights read it on, within 15 %
+    import numpy as np
+
+    from inr.pointcloud.reconstruct import make_frame
+    from inr.tasks.pointcloud import default_weights
+    from inr.tasks.pointcloud_train import load_weights
+
+    model = load_weights(default_weights())
+    assert float(model.noise_density) == 2.0
+    clean = _sphere_points(100_000, seed=5)
+    sigma = 0.02 * 2 * np.sqrt(3)
+    noisy = torch.from_numpy(clean + np.random.default_rng(6).normal(scale=sigma, size=clean.shape)).float()
+    base = make_frame(noisy, model.voxels_per_diagonal, float(model.max_density)).voxel
+    assert 0.9 < sigma / base < 1.0  # σ in (density-capped) base voxels
+    assert model.noise_level(noisy) * base == pytest.approx(sigma, rel=0.15)
+    model.noise_density.fill_(float("inf"))
+    assert model.noise_level(noisy) * base < 0.75 * sigma
 
 
 def test_denoise_keeps_the_colours_of_the_input(tmp_path, tiny_weights):

@@ -5,10 +5,12 @@ In training the voxel is the bounding-box diagonal / `voxels_per_diagonal`. At i
 base voxel holds unless it puts more input points per occupied voxel than training ever showed
 (a dense scan, or a long object; the model records that density): then it shrinks until the
 density is back in the trained range. Then the voxel adapts to the noise: the noise is read from a first
-pass (`noise_level`; at the base voxel for weights calibrated so, at 1.5 of it for older ones), and
+pass (`noise_level`; at the base voxel for weights calibrated so, at 1.5 of it for older ones; on a
+random share of a dense cloud's points, `reading_share`), and
 the cloud is then reconstructed once at the voxel the noise asks for (the weights' `voxel_rule`:
 finer for less noise); where that finer pass leaves gaps that the first pass covers, a pass at the
-base voxel (the first pass itself when that ran at the base voxel) fills them (`fill_gaps`).
+base voxel (the first pass itself when that ran at the base voxel on the whole cloud) fills them
+(`fill_gaps`).
 Large grids are processed in tiles with overlapping margins (`reconstruct`).
 """
 
@@ -47,14 +49,15 @@ never on held-out meshes: the finest voxel scores best while the noise stays wit
 training showed per voxel; beyond, the base voxel does. These knots, the shipped network's at
 NOISE_VOXEL, serve new trainings until they are calibrated."""
 
-LEGACY_VOXEL_RULE, LEGACY_NOISE_VOXEL = ((0.36, 0.5), (0.78, 0.75), (0.88, 1.0)), 1.5
+LEGACY_VOXEL_RULE, LEGACY_NOISE_VOXEL, LEGACY_NOISE_DENSITY = ((0.36, 0.5), (0.78, 0.75), (0.88, 1.0)), 1.5, float("inf")
 """For weights from before these were stored: the rule of the network shipped before weights
-carried a rule, and the reading voxel of all weights before they carried one."""
+carried a rule, the reading voxel of all weights before they carried one, and the whole cloud
+read (no thinning) by all weights before they carried a reading density."""
 
 NOISE_QUERIES = 20_000
 """At most about this many input points (every k-th) measure the noise."""
 
-NOISE_VOXEL, NOISE_NEIGHBOURS = 1.0, 64
+NOISE_VOXEL, NOISE_NEIGHBOURS, NOISE_DENSITY = 1.0, 64, 2.0
 """The noise is read against the network's output at NOISE_VOXEL base voxels (new weights; each
 weights file carries its own, `Reconstructor.noise_voxel`), from planes fitted to
 NOISE_NEIGHBOURS output points. With 16 neighbours the base-voxel reading saturated (σ of 0.015
@@ -65,7 +68,17 @@ fitted to each reading on 112 generator records and 48 training-mesh records (6 
 5,000 and 50,000 points), the mean output/input Chamfer-L1 at the rule's voxel was, generator /
 meshes, 0.436 / 0.625 read at the base voxel against 0.441 / 0.669 at 1.5 (the best tried voxel
 per record: 0.586 on the meshes). And the first pass then is the base-voxel pass: a cloud the
-rule leaves at the base voxel costs one pass, not two, and gap filling needs no third."""
+rule leaves at the base voxel costs one pass, not two, and gap filling needs no third.
+
+A cloud denser than NOISE_DENSITY points per occupied base voxel is read on a random share of its
+points that brings it to that many per voxel of the whole cloud (`reading_share`; new weights, each
+file carries its own, `Reconstructor.noise_density`). Dense clouds get a voxel shrunk by the
+density cap, which can put their noise at or past a voxel; there, with 8 points per occupied
+voxel, the output follows the noise and the reading collapsed: bull (a training mesh) at 1 %,
+300,000 points, σ 1.08 base voxels, read 0.35 σ whole, 0.75 σ on a quarter of its points and 0.81
+σ on an eighth (5,000 points at 1 %: 1.0-1.1 σ; turbine at σ = 0 read 0.20-0.24 base voxels either
+way). 2 per voxel is about where the 5,000-point clouds that most calibration records hold lie
+(1.9 on bull), so those are read whole."""
 
 
 FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT = 1.0, 1.5, 2.0, 2
@@ -119,6 +132,18 @@ def fill_gaps(fine: torch.Tensor, coarse: torch.Tensor, noisy: torch.Tensor, vox
     attached = torch.isin(patch, patch[to_fine[rows] < (FILL_ATTACH * voxel) ** 2])
     out[rows[attached & (support[patch] >= FILL_SUPPORT)]] = True
     return out
+
+
+def reading_share(points: torch.Tensor, voxel: float, cap: float) -> torch.Tensor:
+    """The points the noise is read on: `points` itself when it holds at most `cap` points per
+    occupied voxel of side `voxel`, else a random share (a fixed seed: the same cloud reads the same)
+    of cap times its occupied voxels, on points' device."""
+    ijk = torch.floor((points - points.min(0).values) / voxel).long()
+    occupied = len(torch.unique(pack_keys(ijk)))
+    if len(points) <= cap * occupied:
+        return points
+    keep = torch.randperm(len(points), generator=torch.Generator().manual_seed(0))[: int(cap * occupied)]
+    return points[keep.to(points.device)]
 
 
 def voxel_scale(noise_voxels: float, rule=VOXEL_RULE) -> float:
@@ -263,6 +288,7 @@ class Reconstructor(nn.Module):
         # noise read at noise_voxel base voxels
         self.register_buffer("voxel_rule", torch.tensor(VOXEL_RULE))
         self.register_buffer("noise_voxel", torch.tensor(NOISE_VOXEL))
+        self.register_buffer("noise_density", torch.tensor(NOISE_DENSITY))
 
     @property
     def rule(self) -> Tuple[Tuple[float, float], ...]:
@@ -325,12 +351,12 @@ class Reconstructor(nn.Module):
                                box=(lo, hi) if whole else None)
         # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
         # density-capped voxel may still be coarse for its noise
-        first, base, scale = None, frame.voxel, 1.0
+        first, base, scale, whole_read = None, frame.voxel, 1.0, False
         if voxel is None and adaptive:
-            first, level = self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress)
+            first, level, whole_read = self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress)
             scale = voxel_scale(level, self.rule)
-        # the first pass is the base-voxel pass when it ran there at the same threshold
-        base_pass = first if first is not None and float(self.noise_voxel) == 1.0 and threshold == 0.5 else None
+        # the first pass is the base-voxel pass when it ran there, on the whole cloud, at the same threshold
+        base_pass = first if whole_read and float(self.noise_voxel) == 1.0 and threshold == 0.5 else None
         if scale == 1.0 and base_pass is not None:
             pts = base_pass
         else:
@@ -356,21 +382,25 @@ class Reconstructor(nn.Module):
     def noise_level(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> float:
         """The cloud's noise in voxels of side `voxel` (default: the base voxel): the median
         distance of its points to the planes of the network's output at `noise_voxel` times that
-        voxel, / 0.6745 (a Gaussian's sigma from the median of its absolute value)."""
+        voxel, / 0.6745 (a Gaussian's sigma from the median of its absolute value); a dense cloud
+        is read on a share of its points (`noise_density`, `reading_share`)."""
         noisy = self._local(noisy)[0]
         frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
         return self._read_noise(noisy, frame if voxel is None else Frame(frame.centre, float(voxel)))[1]
 
     def _read_noise(self, noisy: torch.Tensor, frame: Frame, at: Optional[float] = None, tile: int = TILE,
-                    margin: int = MARGIN, progress: bool = False) -> Tuple[torch.Tensor, float]:
+                    margin: int = MARGIN, progress: bool = False) -> Tuple[torch.Tensor, float, bool]:
         """(the first pass's points, at `at` (default: the weights' `noise_voxel`) times frame's
-        voxel; the noise in frame's voxels read against them)."""
+        voxel, on the points `reading_share` keeps at the weights' `noise_density`; the noise in
+        frame's voxels read from those points against them; whether they were the whole cloud)."""
         at = float(self.noise_voxel) if at is None else at
-        surface = self._run(noisy, Frame(frame.centre, frame.voxel * at), 0.5, tile, margin, progress)
+        cloud = reading_share(noisy, frame.voxel, float(self.noise_density))
+        surface = self._run(cloud, Frame(frame.centre, frame.voxel * at), 0.5, tile, margin, progress)
         if len(surface) == 0:
-            return surface, float("nan")
-        queries = noisy[:: max(1, len(noisy) // NOISE_QUERIES)]  # a median needs no more
-        return surface, float(plane_residuals(queries, surface, NOISE_NEIGHBOURS).median()) / 0.6745 / frame.voxel
+            return surface, float("nan"), cloud is noisy
+        queries = cloud[:: max(1, len(cloud) // NOISE_QUERIES)]  # a median needs no more
+        level = float(plane_residuals(queries, surface, NOISE_NEIGHBOURS).median()) / 0.6745 / frame.voxel
+        return surface, level, cloud is noisy
 
     def _run(self, noisy: torch.Tensor, frame: Frame, threshold: float, tile: int, margin: int, progress: bool) -> torch.Tensor:
         """Both stages on the cloud in `frame`, tile by tile: (V * K, 3) world points."""

@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig
-from ..pointcloud.reconstruct import LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, Reconstructor
+from ..pointcloud.reconstruct import LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, Reconstructor
 from ..pointcloud.shapes import Corruption, _rotation, corrupt, open_cut, random_shape, sample_surface, scan_pair, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
@@ -101,13 +101,14 @@ class PointCloudModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         retarget_learning_rate(checkpoint, float(self.cfg.lr))  # a resumed run may change train.lr
-        # checkpoints from before the model recorded max_density / carried its voxel_rule and
-        # noise_voxel: the values this module starts with (its seed weights' or the defaults), so
-        # they resume; a rule without its reading voxel was read at the legacy one
+        # checkpoints from before the model recorded max_density / carried its voxel_rule,
+        # noise_voxel and noise_density: the values this module starts with (its seed weights' or
+        # the defaults), so they resume; a rule without its reading was read the legacy way
         state, own = checkpoint.get("state_dict", {}), self.model.state_dict()
         if "model.voxel_rule" in state:
             state.setdefault("model.noise_voxel", torch.tensor(LEGACY_NOISE_VOXEL))
-        for name in ("max_density", "voxel_rule", "noise_voxel"):
+            state.setdefault("model.noise_density", torch.tensor(LEGACY_NOISE_DENSITY))
+        for name in ("max_density", "voxel_rule", "noise_voxel", "noise_density"):
             state.setdefault(f"model.{name}", own[name].clone())
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
@@ -153,13 +154,15 @@ def export_weights(module: PointCloudModule, path: Path) -> None:
                   "state_dict": {k: v.cpu() for k, v in module.model.state_dict().items()}, "train": module.cfg.to_dict()}, path)
 
 
-def store_voxel_rule(path: Path, rule, noise_voxel: float) -> None:
+def store_voxel_rule(path: Path, rule, noise_voxel: float, noise_density: float) -> None:
     """Write (noise, scale) knots into a weights file as its voxel rule (`Reconstructor.voxel_rule`),
-    with the voxel (in base voxels) its noise is read at (`Reconstructor.noise_voxel`), replacing
-    the file atomically; the rest of the file is kept as it is."""
+    with the voxel (in base voxels) its noise is read at (`Reconstructor.noise_voxel`) and the
+    density it is read at (`Reconstructor.noise_density`), replacing the file atomically; the rest
+    of the file is kept as it is."""
     data, _ = _read_weights(path)  # a clear error for a file that is not point-cloud weights
     data["state_dict"]["voxel_rule"] = torch.tensor([[float(x), float(y)] for x, y in rule])
     data["state_dict"]["noise_voxel"] = torch.tensor(float(noise_voxel))
+    data["state_dict"]["noise_density"] = torch.tensor(float(noise_density))
     _save_atomic(data, path)
 
 
@@ -176,9 +179,10 @@ def _read_weights(path: Path) -> Tuple[Dict[str, Any], Reconstructor]:
         model = Reconstructor(ReconstructionConfig(**data["config"]), data["voxels_per_diagonal"])
         state = dict(data["state_dict"])
         state.setdefault("max_density", torch.tensor(0.0))  # weights from before it was recorded: the default
-        # weights from before the rule / its reading voxel were stored
+        # weights from before the rule / its reading voxel / its reading density were stored
         state.setdefault("voxel_rule", torch.tensor(LEGACY_VOXEL_RULE))
         state.setdefault("noise_voxel", torch.tensor(LEGACY_NOISE_VOXEL))
+        state.setdefault("noise_density", torch.tensor(LEGACY_NOISE_DENSITY))
         model.load_state_dict(state)
     except Exception as exc:  # pickle/zip/key errors all mean "not our weights"
         raise InputError(path, f"is not a point-cloud weights file ({exc.__class__.__name__})") from None
