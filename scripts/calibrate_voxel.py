@@ -19,7 +19,8 @@ the records were read at (`Reconstructor.noise_density`; records without one: th
 in the weights file (--weights, default the shipped one).
 
 --mesh-dir takes the shapes from meshes (the training meshes: never the held-out ones) instead
-of the generator, with --sigmas and --counts in place of SIGMAS and COUNTS (no range scans).
+of the generator, with --sigmas and --counts in place of SIGMAS and COUNTS (no range scans; a
+count above the 100,000 truth points samples the surface that densely).
 Each record also keeps the noise read from first passes at READING_VOXELS base voxels (the
 weights' reading is the one at their `noise_voxel`), and --reading V fits the rule on one of
 them. Records of several runs fit together when --records names several files.
@@ -173,8 +174,10 @@ def measure_meshes(model, args) -> list:
         clean = sample_surface(mesh, 100_000, rng)
         for sigma in sigmas:
             for n in counts:
-                c = Corruption(noise=(sigma, sigma), sparsity=(len(clean) / n,) * 2, outliers=(0.0, 0.0), holes=(0, 0))
-                records.append(record(model, corrupt(clean, rng, c), clean, {"shape": path.stem, "sigma": sigma, "points": n, "kind": "mesh"}))
+                c = Corruption(noise=(sigma, sigma), sparsity=(max(1.0, len(clean) / n),) * 2, outliers=(0.0, 0.0), holes=(0, 0))
+                # more points than the truth's: a denser sample of the surface, scored against the same truth
+                points = clean if n <= len(clean) else sample_surface(mesh, n, rng)
+                records.append(record(model, corrupt(points, rng, c), clean, {"shape": path.stem, "sigma": sigma, "points": n, "kind": "mesh"}))
     return records
 
 

@@ -91,7 +91,8 @@ points lies within FILL_ATTACH of the fine output (a gap continues the surface) 
 FILL_SUPPORT unexplained points lie nearest it (an outlier alone is unexplained too). The first
 pass (run anyway, to read the noise) finds the gaps; the base-voxel pass's points fill them (the
 first pass's own where it ran at the base voxel; for weights that read the noise at 1.5 base
-voxels, a base pass runs then). Why: a fine voxel holds few points, and where a scan is sparse
+voxels, a base pass runs then). A first pass on a share of a dense cloud finds none: a base
+pass runs and both finds and fills them. Why: a fine voxel holds few points, and where a scan is sparse
 (surfaces the rays graze, far from the scanner) the network drops them as noise; on simulated
 range scans of training meshes whole regions went missing at half the base voxel. Chosen (with
 the noise read at 1.5 base voxels) on 10 training meshes' range scans and 5 %-outlier scans
@@ -363,8 +364,10 @@ class Reconstructor(nn.Module):
             pts = self._run(noisy, Frame(frame.centre, base * scale), threshold, tile, margin, progress)
         k = self.cfg.points_per_voxel
         voxel_index = torch.arange(len(pts) // k, device=noisy.device).repeat_interleave(k)
-        if scale < 1.0 and fill_gaps(pts, first, noisy, base).any():
-            # the finer pass left gaps where the first one has surface: fill them from a pass at the base voxel
+        # the first pass shows whether the finer pass left gaps where it has surface; a first pass on
+        # a share of the cloud cannot (a share thins sparse parts most), so then the base pass runs
+        if scale < 1.0 and (not whole_read or fill_gaps(pts, first, noisy, base).any()):
+            # fill the gaps from a pass at the base voxel
             whole = base_pass if base_pass is not None else self._run(noisy, Frame(frame.centre, base), threshold, tile, margin, progress)
             add = fill_gaps(pts, whole, noisy, base)
             whole_index = len(pts) // k + torch.arange(len(whole) // k, device=noisy.device).repeat_interleave(k)
