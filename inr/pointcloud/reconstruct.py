@@ -143,7 +143,7 @@ def reading_share(points: torch.Tensor, voxel: float, cap: float) -> torch.Tenso
     occupied = len(torch.unique(pack_keys(ijk)))
     if len(points) <= cap * occupied:
         return points
-    keep = torch.randperm(len(points), generator=torch.Generator().manual_seed(0))[: int(cap * occupied)]
+    keep = torch.randperm(len(points), generator=torch.Generator().manual_seed(0), device="cpu")[: int(cap * occupied)]  # CPU generator
     return points[keep.to(points.device)]
 
 
