@@ -139,11 +139,11 @@ def reading_share(points: torch.Tensor, voxel: float, cap: float) -> torch.Tenso
     """The points the noise is read on: `points` itself when it holds at most `cap` points per
     occupied voxel of side `voxel`, else a random share (a fixed seed: the same cloud reads the same)
     of cap times its occupied voxels, on points' device."""
-    ijk = torch.floor((points - points.min(0).values) / voxel).long()
-    occupied = len(torch.unique(pack_keys(ijk)))
+    occupied = occupied_voxels(points, voxel)
     if len(points) <= cap * occupied:
         return points
-    keep = torch.randperm(len(points), generator=torch.Generator().manual_seed(0), device="cpu")[: int(cap * occupied)]  # CPU generator
+    # drawn on the CPU (the seeded generator's device) whatever the default device, then moved
+    keep = torch.randperm(len(points), generator=torch.Generator().manual_seed(0), device="cpu")[: int(cap * occupied)]
     return points[keep.to(points.device)]
 
 
@@ -160,10 +160,15 @@ class Frame(NamedTuple):
     """Voxel side in world units."""
 
 
+def occupied_voxels(points: torch.Tensor, voxel: float) -> int:
+    """How many voxels of side `voxel` hold at least one of the points."""
+    ijk = torch.floor((points - points.min(0).values) / voxel).long()
+    return len(torch.unique(pack_keys(ijk)))
+
+
 def density(points: torch.Tensor, voxel: float) -> float:
     """Mean number of points per occupied voxel of side `voxel`."""
-    ijk = torch.floor((points - points.min(0).values) / voxel).long()
-    return len(points) / len(torch.unique(pack_keys(ijk)))
+    return len(points) / occupied_voxels(points, voxel)
 
 
 STRAY_REACH = 10_000
