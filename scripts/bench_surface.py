@@ -152,7 +152,7 @@ def reconstruct(meshes, model):
     import torch
 
     from inr.pointcloud.mls import mls_project
-    from inr.pointcloud.reconstruct import make_frame, voxel_scale
+    from inr.pointcloud.reconstruct import make_frame
     from inr.pointcloud.voxel import even_subsample
     from inr.tasks.pointcloud import statistical_outlier_baseline
 
@@ -168,7 +168,7 @@ def reconstruct(meshes, model):
             net, rec = even_subsample(full, len(noisy), 0), even_subsample(full, 4 * len(noisy), 0)
             base_full = model.reconstruct(x, adaptive=False)[0].double().numpy()
             base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
-            level = model.noise_level(x)
+            level, scale = model.voxel_reading(x)
             t = time.perf_counter()
             mls = mls_project(noisy)
             t_mls = time.perf_counter() - t
@@ -179,7 +179,7 @@ def reconstruct(meshes, model):
                    "ideal / input": cl1(ideal, ref) / c_in,
                    "base voxel: network / input": cl1(even_subsample(base_full, len(noisy), 0), ref) / c_in,
                    "base voxel: reconstruct / input": cl1(even_subsample(base_full, 4 * len(noisy), 0), ref) / c_in,
-                   "noise estimate / sigma": level * base / (sigma * diag), "voxel scale": voxel_scale(level, model.rule),
+                   "noise estimate / sigma": level * base / (sigma * diag), "voxel scale": scale,
                    "network points": len(full), "network s": t_net, "MLS s": t_mls}
             row["network <= MLS"] = "yes" if row["network / input"] <= row["MLS / input"] else "NO"
             rows.append(row)
@@ -305,7 +305,7 @@ def lownoise(meshes, model):
     import trimesh
 
     from inr.pointcloud.mls import mls_project
-    from inr.pointcloud.reconstruct import make_frame, voxel_scale
+    from inr.pointcloud.reconstruct import make_frame
     from inr.pointcloud.voxel import even_subsample
 
     rows = []
@@ -321,12 +321,12 @@ def lownoise(meshes, model):
             t = time.perf_counter()
             with torch.no_grad():
                 net = even_subsample(model.reconstruct(x)[0].double().numpy(), LOW_NOISE_POINTS, 0)
-                level = model.noise_level(x)
+                level, scale = model.voxel_reading(x)
             t_net = time.perf_counter() - t
             base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
             row = {"sigma": sigma, "mesh": name, "network / input": cl1(net, ref) / c_in,
                    "MLS / input": cl1(mls_project(noisy), ref) / c_in,
-                   "noise read (diagonal share)": level * base / diag, "voxel scale": voxel_scale(level, model.rule),
+                   "noise read (diagonal share)": level * base / diag, "voxel scale": scale,
                    "network s": t_net}
             row["network <= MLS"] = "yes" if row["network / input"] <= row["MLS / input"] else "NO"
             rows.append(row)

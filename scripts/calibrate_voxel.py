@@ -1,6 +1,7 @@
-"""Calibrates a point-cloud network's noise-adaptive voxel (its weights' `voxel_rule`; see
-`inr.pointcloud.reconstruct.VOXEL_RULE`, and the voxel its noise is read at, `noise_voxel`) on
-the training generator's shapes or the training meshes (never on the held-out meshes).
+"""Calibrates a point-cloud network's noise-adaptive voxel (its weights' `voxel_rule` and
+`share_rule`; see `inr.pointcloud.reconstruct.VOXEL_RULE`, and the voxel its noise is read at,
+`noise_voxel`) on the training generator's shapes or the training meshes (never on the held-out
+meshes).
 
     .venv/bin/python scripts/calibrate_voxel.py [--shapes 4] [--weights FILE] [--out calibration.json] [--records A.json [B.json ...]] [--reading V] [--write]
     .venv/bin/python scripts/calibrate_voxel.py --mesh-dir data/training-meshes --meshes a,b --sigmas 0.0025,0.01 --counts 5000,50000 --out F
@@ -11,12 +12,14 @@ per coordinate, and range scans with noise along the rays) it records (1) the no
 network's output at a coarser voxel, in base voxels) and (2) the output/input Chamfer-L1 of the
 network's points (4x the input's count, evenly subsampled) at several voxel scales. It then fits
 the rule's knots (the residuals where the scale is 0.5, 0.75 and 1; linear between, held beyond)
-by a grid search for the lowest mean score over all records (a score between two tried scales
-is interpolated linearly), and prints the fitted rule's mean score beside the base voxel's (scale
-1), the rule the weights carry and the best scale per record (the floor). --records refits saved
-records; --write stores the fitted rule, with the reading voxel it was fitted on and the density
-the records were read at (`Reconstructor.noise_density`; records without one: the whole cloud),
-in the weights file (--weights, default the shipped one).
+by a grid search for the lowest mean score over the records (a score between two tried scales
+is interpolated linearly), apart for the records whose noise was read on the whole cloud
+(`voxel_rule`) and those read on a share of a dense one (`share_rule`; with no such records, the
+whole-read rule serves both), and prints for each the fitted rule's mean score beside the base
+voxel's (scale 1), the rule the weights carry and the best scale per record (the floor).
+--records refits saved records; --write stores the fitted rules, with the reading voxel they
+were fitted on and the density the records were read at (`Reconstructor.noise_density`; records
+without one: the whole cloud), in the weights file (--weights, default the shipped one).
 
 --mesh-dir takes the shapes from meshes (the training meshes: never the held-out ones) instead
 of the generator, with --sigmas and --counts in place of SIGMAS and COUNTS (no range scans; a
@@ -29,6 +32,7 @@ them. Records of several runs fit together when --records names several files.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -82,15 +86,34 @@ def mean_score(records, knots) -> float:
 
 
 def fit(records):
+    """(the lowest mean score, its knots) over rising knot triples on a 0.02 grid from 0.2 to 1.3;
+    the first of equal triples (in grid order) wins. All triples at once: each record's scale for
+    every triple, then its score there."""
     grid = np.round(np.arange(0.20, 1.31, 0.02), 2)
-    best = None
-    for i, x0 in enumerate(grid):
-        for j, x1 in enumerate(grid[i + 1:], i + 1):
-            for x2 in grid[j + 1:]:
-                m = mean_score(records, (x0, x1, x2))
-                if best is None or m < best[0]:
-                    best = (m, (float(x0), float(x1), float(x2)))
-    return best
+    knots = np.array(list(itertools.combinations(grid, 3)))  # (T, 3), in grid order
+    total = np.zeros(len(knots))
+    for r in records:
+        x = r["residual"]
+        if x != x:  # NaN: the base voxel (`voxel_scale`)
+            scale = np.ones(len(knots))
+        else:
+            (x0, x1, x2), (s0, s1, s2) = knots.T, SCALE_KNOTS
+            scale = np.where(x <= x0, s0, np.where(x <= x1, s0 + (s1 - s0) * (x - x0) / (x1 - x0),
+                                                   np.where(x <= x2, s1 + (s2 - s1) * (x - x1) / (x2 - x1), s2)))
+        tried = sorted((float(k), v) for k, v in r["scores"].items())
+        total += np.interp(scale, [k for k, _ in tried], [v for _, v in tried])
+    best = int(np.argmin(total))
+    return float(total[best] / len(records)), tuple(float(v) for v in knots[best])
+
+
+def read_whole(record) -> bool:
+    """Whether the record's noise was read on all its points (records from before the flag was
+    kept were read whole when they carry no reading density: weights then read every cloud whole)."""
+    if "whole_read" in record:
+        return bool(record["whole_read"])
+    if float(record.get("noise_density", LEGACY_NOISE_DENSITY)) != LEGACY_NOISE_DENSITY:
+        raise SystemExit("a record read at a density of points per voxel does not say whether it was read whole: measure it again")
+    return True
 
 
 def report(records, carried) -> tuple:
@@ -129,15 +152,20 @@ def main() -> None:
         records = measure(model, args)
     reading = float(model.noise_voxel) if args.reading is None else args.reading
     records = [{**r, "residual": reading_of(r, reading)} for r in records]
-    print(f"noise read at {reading:g} base voxels")
-    rule = report(records, model.rule)
+    whole, share = [r for r in records if read_whole(r)], [r for r in records if not read_whole(r)]
+    print(f"noise read at {reading:g} base voxels: {len(whole)} records read whole")
+    rule = report(whole, model.rule_for(True)) if whole else None
+    print(f"{len(share)} records read on a share")
+    share_rule = report(share, model.rule_for(False)) if share else rule
+    rule = rule or share_rule
     if args.write:
         densities = {float(r.get("noise_density", LEGACY_NOISE_DENSITY)) for r in records}
         if len(densities) > 1:
             raise SystemExit(f"the records were read at different densities ({sorted(densities)} points per voxel): refit them apart")
         density = densities.pop()
-        store_voxel_rule(weights, rule, reading, density)
-        print(f"stored the rule {rule}, read at {reading:g} base voxels and {density:g} points per voxel, in {weights}")
+        store_voxel_rule(weights, rule, share_rule, reading, density)
+        print(f"stored the rules {rule} (read whole) and {share_rule} (read on a share), read at {reading:g} base voxels "
+              f"and {density:g} points per voxel, in {weights}")
 
 
 def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
@@ -149,14 +177,16 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     frame = make_frame(local, model.voxels_per_diagonal, float(model.max_density))
     base = frame.voxel
     with torch.no_grad():  # the reading at the weights' noise_voxel is `noise_level`'s
-        readings = {v: model._read_noise(local, frame, v)[1] for v in {*READING_VOXELS, float(model.noise_voxel)}}
-    r = readings[float(model.noise_voxel)]
+        passes = {v: model._read_noise(local, frame, v) for v in {*READING_VOXELS, float(model.noise_voxel)}}
+    readings = {v: level for v, (_, level, _) in passes.items()}
+    r, whole = readings[float(model.noise_voxel)], passes[float(model.noise_voxel)][2]
     scores = {}
     for s in SCALES:
         pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()
         scores[s] = compare(even_subsample(pts, 4 * len(noisy)), clean, 1.0)["chamfer_l1"] / c_in
     print(f"{about}: residual {r:.3f} voxels, " + " ".join(f"{s}:{v:.3f}" for s, v in scores.items()), flush=True)
-    return {**about, "residual": r, "readings": readings, "noise_density": float(model.noise_density), "scores": scores}
+    return {**about, "residual": r, "readings": readings, "noise_density": float(model.noise_density), "whole_read": whole,
+            "scores": scores}
 
 
 def measure_meshes(model, args) -> list:

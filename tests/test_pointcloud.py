@@ -473,28 +473,35 @@ def tiny_weights(tmp_path_factory):
 
 
 def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_weights, monkeypatch):
-    # the rule and its reading voxel are stored in the weights file and read back; a file from
-    # before either was stored gets the legacy ones; reconstruct scales the base voxel by the
-    # weights' rule at the read noise
+    # the rules (whole and share readings) and their reading voxel and density are stored in the
+    # weights file and read back; a file from before any was stored gets the legacy ones (one rule
+    # for both readings); reconstruct scales the base voxel by the weights' rule for how the noise
+    # was read, at the read noise
     import shutil
 
     from inr.errors import InputError
     from inr.pointcloud.reconstruct import (LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, NOISE_DENSITY, NOISE_VOXEL,
-                                            VOXEL_RULE, Reconstructor, make_frame)
+                                            SHARE_RULE, VOXEL_RULE, Reconstructor, make_frame)
     from inr.tasks.pointcloud_train import load_weights, store_voxel_rule
 
     path = tmp_path / "w.pt"
     shutil.copy(tiny_weights, path)
     fresh = load_weights(path)  # a new training starts from the defaults
-    assert fresh.rule == VOXEL_RULE and float(fresh.noise_voxel) == NOISE_VOXEL and float(fresh.noise_density) == NOISE_DENSITY
-    rule = ((0.2, 0.5), (0.4, 0.75), (0.6, 1.0))
-    store_voxel_rule(path, rule, 0.75, 3.0)
+    assert fresh.rule == VOXEL_RULE and fresh.rule_for(whole=False) == SHARE_RULE
+    assert float(fresh.noise_voxel) == NOISE_VOXEL and float(fresh.noise_density) == NOISE_DENSITY
+    rule, share = ((0.2, 0.5), (0.4, 0.75), (0.6, 1.0)), ((0.4, 0.5), (0.8, 0.75), (1.2, 1.0))
+    store_voxel_rule(path, rule, share, 0.75, 3.0)
     model = load_weights(path)
-    assert model.rule == rule and float(model.noise_voxel) == 0.75 and float(model.noise_density) == 3.0
+    assert model.rule == model.rule_for(whole=True) == rule and model.rule_for(whole=False) == share
+    assert float(model.noise_voxel) == 0.75 and float(model.noise_density) == 3.0
     before = torch.load(tiny_weights, weights_only=True)
     after = torch.load(path, weights_only=True)
     assert after["config"] == before["config"] and all(torch.equal(before["state_dict"][k], v) for k, v in after["state_dict"].items()
-                                                        if k not in ("voxel_rule", "noise_voxel", "noise_density"))
+                                                        if k not in ("voxel_rule", "share_rule", "noise_voxel", "noise_density"))
+    del after["state_dict"]["share_rule"]
+    torch.save(after, tmp_path / "one-rule.pt")  # a rule stored before the share's was: it serves both
+    old = load_weights(tmp_path / "one-rule.pt")
+    assert old.rule_for(whole=True) == old.rule_for(whole=False) == rule and float(old.noise_density) == 3.0
     del after["state_dict"]["noise_density"]
     torch.save(after, tmp_path / "voxel-only.pt")  # a rule stored before its reading density was: the whole cloud read
     old = load_weights(tmp_path / "voxel-only.pt")
@@ -506,25 +513,31 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
     del after["state_dict"]["voxel_rule"]
     torch.save(after, tmp_path / "old.pt")
     old = load_weights(tmp_path / "old.pt")
-    assert old.rule == LEGACY_VOXEL_RULE and float(old.noise_voxel) == LEGACY_NOISE_VOXEL
-    voxels = []
-    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, noisy, frame, **kw: (noisy[:0], 0.3, True))  # halfway between the first knots
+    assert old.rule_for(whole=True) == old.rule_for(whole=False) == LEGACY_VOXEL_RULE and float(old.noise_voxel) == LEGACY_NOISE_VOXEL
+    voxels, read_whole = [], [True]
+    # 0.3: halfway between the whole rule's first knots, below the share rule's first
+    monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, noisy, frame, **kw: (noisy[:0], 0.3, read_whole[0]))
     monkeypatch.setattr(Reconstructor, "_run", lambda self, noisy, frame, *a: voxels.append(frame.voxel) or noisy[:0])
     cloud = torch.from_numpy(_sphere_points(800, noise=0.01)).float()
     model.max_density.fill_(100.0)  # the diagonal's voxel holds (two training steps saw only sparse clouds)
     model.reconstruct(cloud)
     base = make_frame(cloud, model.voxels_per_diagonal, float(model.max_density)).voxel
     assert voxels == [pytest.approx(base * 0.625)]
+    read_whole[0], voxels[:] = False, []
+    model.reconstruct(cloud)  # read on a share: the share rule, then a base pass for gaps
+    assert voxels == [pytest.approx(base * 0.5), pytest.approx(base)]
+    assert model.voxel_reading(cloud) == (0.3, 0.5)
     (tmp_path / "bad.pt").write_bytes(b"x")
     with pytest.raises(InputError, match="not a point-cloud weights file"):
-        store_voxel_rule(tmp_path / "bad.pt", rule, 1.0, 2.0)
+        store_voxel_rule(tmp_path / "bad.pt", rule, share, 1.0, 2.0)
 
 
 def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny_weights, monkeypatch):
     # scripts/calibrate_voxel.py --records A B --reading 1.0 --write: records of two files, each
-    # with its best scale known, fit a rule that picks that best scale on every record (the
-    # mean score equals the floor), read at 1.0 (not at the 1.5 reading, which ranks them the
-    # other way); the weights file then carries that rule and its reading voxel
+    # with its best scale known, fit rules that pick that best scale on every record (the mean
+    # score equals the floor), read at 1.0 (not at the 1.5 reading, which ranks them the other
+    # way), one for the records read whole and one for those read on a share (here they want
+    # opposite scales at the same reading); the weights file then carries both and their reading
     import json
     import shutil
     import sys
@@ -536,12 +549,12 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
     from inr.pointcloud.reconstruct import voxel_scale
     from inr.tasks.pointcloud_train import load_weights
 
-    def record(low, high, best):
+    def record(low, high, best, whole=True):
         scores = {str(s): (0.4 if s == best else 0.8) for s in cv.SCALES}
-        return {"residual": high, "readings": {"1.5": high, "1.0": low}, "noise_density": 2.5, "scores": scores}
+        return {"residual": high, "readings": {"1.5": high, "1.0": low}, "noise_density": 2.5, "whole_read": whole, "scores": scores}
 
-    a = [record(0.2, 1.2, 0.5), record(0.3, 1.1, 0.5)]
-    b = [record(1.0, 0.4, 1.0), record(1.1, 0.3, 1.0)]
+    a = [record(0.5, 1.2, 0.5), record(0.6, 1.1, 0.5)]
+    b = [record(1.1, 0.4, 1.0), record(1.2, 0.3, 1.0), record(0.5, 0.9, 1.0, whole=False), record(0.6, 0.9, 1.0, whole=False)]
     (tmp_path / "a.json").write_text(json.dumps({"records": a}))
     (tmp_path / "b.json").write_text(json.dumps({"records": b}))
     path = tmp_path / "w.pt"
@@ -551,15 +564,22 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
     cv.main()
     model = load_weights(path)
     assert float(model.noise_voxel) == 1.0 and float(model.noise_density) == 2.5  # the records' reading
-    assert [cv.score_at(r, voxel_scale(r["readings"]["1.0"], model.rule)) for r in a + b] == [0.4] * 4
-    # the 1.5 readings rank these records the other way: no rule of rising knots fits them all
-    assert cv.fit([{**r, "residual": r["readings"]["1.5"]} for r in a + b])[0] > 0.4
+    assert [cv.score_at(r, voxel_scale(r["readings"]["1.0"], model.rule_for(r["whole_read"]))) for r in a + b] == [0.4] * 6
+    # one rule for both readings cannot, and the 1.5 readings rank the records read whole the
+    # other way: no rule of rising knots fits them all
+    assert cv.fit([{**r, "residual": r["readings"]["1.0"]} for r in a + b])[0] > 0.4
+    assert cv.fit([{**r, "residual": r["readings"]["1.5"]} for r in a + b[:2]])[0] > 0.4
     with pytest.raises(SystemExit, match="no noise reading at 0.75"):
         cv.reading_of(a[0], 0.75)
     # records read at another density (here: none recorded, the whole cloud) do not fit together
     del b[0]["noise_density"]
     (tmp_path / "b.json").write_text(json.dumps({"records": b}))
     with pytest.raises(SystemExit, match="different densities"):
+        cv.main()
+    # a record read at a density that does not say whether it was read whole
+    del b[2]["whole_read"]
+    (tmp_path / "b.json").write_text(json.dumps({"records": b}))
+    with pytest.raises(SystemExit, match="read whole"):
         cv.main()
 
 
@@ -662,7 +682,7 @@ def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, 
     import shutil
 
     from inr.cli import main
-    from inr.pointcloud.reconstruct import LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, NOISE_DENSITY, NOISE_VOXEL, VOXEL_RULE
+    from inr.pointcloud.reconstruct import LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, NOISE_DENSITY, NOISE_VOXEL, SHARE_RULE, VOXEL_RULE
     from inr.tasks.pointcloud_train import PointCloudModule, load_weights
 
     run = tmp_path / "run"
@@ -671,17 +691,21 @@ def test_training_resumes_from_a_checkpoint_without_the_newer_buffers(tmp_path, 
     saved = torch.load(ckpt, weights_only=False)
     assert saved["global_step"] == 2
     module = PointCloudModule(**saved["hyper_parameters"])
-    partial = {"state_dict": {k: v for k, v in saved["state_dict"].items() if k not in ("model.noise_voxel", "model.noise_density")}}
+    newer = ("model.share_rule", "model.noise_voxel", "model.noise_density")
+    partial = {"state_dict": {k: v for k, v in saved["state_dict"].items() if k not in newer}}
+    partial["state_dict"]["model.voxel_rule"] = torch.tensor([[0.1, 0.5], [0.2, 0.75], [0.3, 1.0]])
     module.on_load_checkpoint(partial)
     assert float(partial["state_dict"]["model.noise_voxel"]) == LEGACY_NOISE_VOXEL
     assert float(partial["state_dict"]["model.noise_density"]) == LEGACY_NOISE_DENSITY
-    for key in ("model.voxel_rule", "model.max_density", "model.noise_voxel", "model.noise_density"):
+    assert torch.equal(partial["state_dict"]["model.share_rule"], partial["state_dict"]["model.voxel_rule"])  # one rule served both
+    for key in ("model.voxel_rule", "model.max_density", *newer):
         del saved["state_dict"][key]
     torch.save(saved, ckpt)
     assert main(["pointcloud", "train", "--resume", str(run), "--steps", "3", "--no-progress"]) == 0
     assert torch.load(ckpt, weights_only=False)["global_step"] == 3
     model = load_weights(run / "model.pt")
-    assert model.rule == VOXEL_RULE and float(model.noise_voxel) == NOISE_VOXEL and float(model.noise_density) == NOISE_DENSITY
+    assert model.rule == VOXEL_RULE and model.rule_for(whole=False) == SHARE_RULE
+    assert float(model.noise_voxel) == NOISE_VOXEL and float(model.noise_density) == NOISE_DENSITY
     assert float(model.max_density) > 0  # step 3 recorded its cloud's density
 
 

@@ -102,13 +102,15 @@ class PointCloudModule(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: Dict[str, Any]) -> None:
         retarget_learning_rate(checkpoint, float(self.cfg.lr))  # a resumed run may change train.lr
         # checkpoints from before the model recorded max_density / carried its voxel_rule,
-        # noise_voxel and noise_density: the values this module starts with (its seed weights' or
-        # the defaults), so they resume; a rule without its reading was read the legacy way
+        # share_rule, noise_voxel and noise_density: the values this module starts with (its seed
+        # weights' or the defaults), so they resume; a rule without its reading was read the
+        # legacy way, and served shares too
         state, own = checkpoint.get("state_dict", {}), self.model.state_dict()
         if "model.voxel_rule" in state:
+            state.setdefault("model.share_rule", state["model.voxel_rule"].clone())
             state.setdefault("model.noise_voxel", torch.tensor(LEGACY_NOISE_VOXEL))
             state.setdefault("model.noise_density", torch.tensor(LEGACY_NOISE_DENSITY))
-        for name in ("max_density", "voxel_rule", "noise_voxel", "noise_density"):
+        for name in ("max_density", "voxel_rule", "share_rule", "noise_voxel", "noise_density"):
             state.setdefault(f"model.{name}", own[name].clone())
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
@@ -154,13 +156,15 @@ def export_weights(module: PointCloudModule, path: Path) -> None:
                   "state_dict": {k: v.cpu() for k, v in module.model.state_dict().items()}, "train": module.cfg.to_dict()}, path)
 
 
-def store_voxel_rule(path: Path, rule, noise_voxel: float, noise_density: float) -> None:
-    """Write (noise, scale) knots into a weights file as its voxel rule (`Reconstructor.voxel_rule`),
-    with the voxel (in base voxels) its noise is read at (`Reconstructor.noise_voxel`) and the
-    density it is read at (`Reconstructor.noise_density`), replacing the file atomically; the rest
-    of the file is kept as it is."""
+def store_voxel_rule(path: Path, rule, share_rule, noise_voxel: float, noise_density: float) -> None:
+    """Write (noise, scale) knots into a weights file as its voxel rules (`Reconstructor.voxel_rule`
+    for clouds read whole, `share_rule` for those read on a share), with the voxel (in base voxels)
+    their noise is read at (`Reconstructor.noise_voxel`) and the density it is read at
+    (`Reconstructor.noise_density`), replacing the file atomically; the rest of the file is kept
+    as it is."""
     data, _ = _read_weights(path)  # a clear error for a file that is not point-cloud weights
     data["state_dict"]["voxel_rule"] = torch.tensor([[float(x), float(y)] for x, y in rule])
+    data["state_dict"]["share_rule"] = torch.tensor([[float(x), float(y)] for x, y in share_rule])
     data["state_dict"]["noise_voxel"] = torch.tensor(float(noise_voxel))
     data["state_dict"]["noise_density"] = torch.tensor(float(noise_density))
     _save_atomic(data, path)
@@ -181,6 +185,7 @@ def _read_weights(path: Path) -> Tuple[Dict[str, Any], Reconstructor]:
         state.setdefault("max_density", torch.tensor(0.0))  # weights from before it was recorded: the default
         # weights from before the rule / its reading voxel / its reading density were stored
         state.setdefault("voxel_rule", torch.tensor(LEGACY_VOXEL_RULE))
+        state.setdefault("share_rule", state["voxel_rule"].clone())  # one rule served both before
         state.setdefault("noise_voxel", torch.tensor(LEGACY_NOISE_VOXEL))
         state.setdefault("noise_density", torch.tensor(LEGACY_NOISE_DENSITY))
         model.load_state_dict(state)
