@@ -536,8 +536,9 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
     # scripts/calibrate_voxel.py --records A B --reading 1.0 --write: records of two files, each
     # with its best scale known, fit rules that pick that best scale on every record (the mean
     # score equals the floor), read at 1.0 (not at the 1.5 reading, which ranks them the other
-    # way), one for the records read whole and one for those read on a share (here they want
-    # opposite scales at the same reading); the weights file then carries both and their reading
+    # way), one for the records read whole and one for those read on a share (one rule with its
+    # knots MIN_KNOT_GAP apart cannot give 0.5 at 0.68 and 1 at 0.82); the weights file then
+    # carries both and their reading
     import json
     import shutil
     import sys
@@ -553,8 +554,9 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
         scores = {str(s): (0.4 if s == best else 0.8) for s in cv.SCALES}
         return {"residual": high, "readings": {"1.5": high, "1.0": low}, "noise_density": 2.5, "whole_read": whole, "scores": scores}
 
-    a = [record(0.5, 1.2, 0.5), record(0.6, 1.1, 0.5)]
-    b = [record(1.1, 0.4, 1.0), record(1.2, 0.3, 1.0), record(0.5, 0.9, 1.0, whole=False), record(0.6, 0.9, 1.0, whole=False)]
+    assert cv.MIN_KNOT_GAP == 0.3
+    a = [record(0.6, 1.2, 0.5), record(0.68, 1.1, 0.5)]
+    b = [record(1.3, 0.4, 1.0), record(1.3, 0.3, 1.0), record(0.82, 0.9, 1.0, whole=False), record(0.9, 0.9, 1.0, whole=False)]
     (tmp_path / "a.json").write_text(json.dumps({"records": a}))
     (tmp_path / "b.json").write_text(json.dumps({"records": b}))
     path = tmp_path / "w.pt"
@@ -569,6 +571,8 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
     # other way: no rule of rising knots fits them all
     assert cv.fit([{**r, "residual": r["readings"]["1.0"]} for r in a + b])[0] > 0.4
     assert cv.fit([{**r, "residual": r["readings"]["1.5"]} for r in a + b[:2]])[0] > 0.4
+    knots = [x for x, _ in model.rule_for(True) + model.rule_for(False)]
+    assert min(knots[1] - knots[0], knots[2] - knots[1], knots[4] - knots[3], knots[5] - knots[4]) >= 0.3 - 1e-6
     with pytest.raises(SystemExit, match="no noise reading at 0.75"):
         cv.reading_of(a[0], 0.75)
     # records read at another density (here: none recorded, the whole cloud) do not fit together

@@ -4,13 +4,13 @@ Clouds are centred on their bounding box and measured in voxels; stage 2 works i
 In training the voxel is the bounding-box diagonal / `voxels_per_diagonal`. At inference that
 base voxel holds unless it puts more input points per occupied voxel than training ever showed
 (a dense scan, or a long object; the model records that density): then it shrinks until the
-density is back in the trained range. Then the voxel adapts to the noise: the noise is read from a first
-pass (`noise_level`; at the base voxel for weights calibrated so, at 1.5 of it for older ones; on a
-random share of a dense cloud's points, `reading_share`), and
-the cloud is then reconstructed once at the voxel the noise asks for (the weights' `voxel_rule`,
-or their `share_rule` for a cloud read on a share: finer for less noise); where that finer pass leaves gaps that the first pass covers, a pass at the
-base voxel (the first pass itself when that ran at the base voxel on the whole cloud) fills them
-(`fill_gaps`).
+density is back in the trained range. Then the voxel adapts to the noise: the noise is read
+from a first pass (`noise_level`; at the base voxel for weights calibrated so, at 1.5 of it for
+older ones; on a random share of a dense cloud's points, `reading_share`), and the cloud is then
+reconstructed once at the voxel the noise asks for (the weights' `voxel_rule`, or their
+`share_rule` for a cloud read on a share: finer for less noise); where that finer pass leaves
+gaps that the first pass covers, a pass at the base voxel (the first pass itself when that ran
+at the base voxel on the whole cloud) fills them (`fill_gaps`).
 Large grids are processed in tiles with overlapping margins (`reconstruct`).
 """
 
@@ -39,7 +39,7 @@ beyond its own block and keeps only the voxels inside the block, so every voxel 
 once, by the tile that sees it with the most context."""
 
 
-VOXEL_RULE, SHARE_RULE = ((0.2, 0.5), (0.68, 0.75), (0.72, 1.0)), ((0.6, 0.5), (0.64, 0.75), (1.18, 1.0))
+VOXEL_RULE, SHARE_RULE = ((0.2, 0.5), (0.58, 0.75), (0.88, 1.0)), ((0.46, 0.5), (0.76, 0.75), (1.06, 1.0))
 """(noise in base voxels, voxel scale) knots: the voxel is the base voxel times the scale,
 interpolated linearly between the knots and held at the end ones. The rule belongs to a network
 (how much noise it removes per voxel) and to where its noise is read (`NOISE_VOXEL`,
@@ -49,11 +49,11 @@ generator's shapes and the training meshes, never on held-out meshes: the finest
 best while the noise stays within about what training showed per voxel; beyond, the base voxel
 does. VOXEL_RULE serves clouds whose noise was read on all their points, SHARE_RULE the dense
 ones read on a share (`reading_share`): the same noise reads differently on a share, and one rule
-for both lost on each. Fitted on 84 records of each kind and scored on the shapes left out
-(4-fold by shape, 10 shapes, 5 draws; mean output/input Chamfer-L1 at the rule's voxel): 0.4954-
-0.4980 with two rules against 0.5087-0.5104 with one (whole-read records 0.4935 against 0.5040,
-share-read 0.4973 against 0.5134). These knots, the shipped network's, serve new trainings until
-they are calibrated."""
+for both lost on each. Fitted on 84 records of each kind (knots at least 0.3 apart,
+`calibrate_voxel.MIN_KNOT_GAP`) and scored on the shapes left out (4 folds by shape, 10 shapes,
+5 draws; mean output/input Chamfer-L1 at the rule's voxel): 0.494 with two rules against 0.505
+with one (whole-read records 0.492 against 0.499, share-read 0.497 against 0.512). These knots,
+the shipped network's, serve new trainings until they are calibrated."""
 
 LEGACY_VOXEL_RULE, LEGACY_NOISE_VOXEL, LEGACY_NOISE_DENSITY = ((0.36, 0.5), (0.78, 0.75), (0.88, 1.0)), 1.5, float("inf")
 """For weights from before these were stored: the rule of the network shipped before weights
