@@ -83,14 +83,6 @@ def reading_of(record, voxel: float) -> float:
     return readings[voxel]
 
 
-def rule_scale(knots, residual: float) -> float:
-    return voxel_scale(residual, tuple(zip(knots, SCALE_KNOTS)))
-
-
-def mean_score(records, knots) -> float:
-    return float(np.mean([score_at(r, rule_scale(knots, r["residual"])) for r in records]))
-
-
 def fit(records):
     """(the lowest mean score, its knots) over knot triples on a 0.02 grid from 0.2 to 1.3, each
     knot at least MIN_KNOT_GAP above the one before; the first of equal triples (in grid order)
@@ -183,9 +175,9 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     frame = make_frame(local, model.voxels_per_diagonal, float(model.max_density))
     base = frame.voxel
     with torch.no_grad():  # the reading at the weights' noise_voxel is `noise_level`'s
-        passes = {v: model._read_noise(local, frame, v) for v in {*READING_VOXELS, float(model.noise_voxel)}}
-    readings = {v: level for v, (_, level, _) in passes.items()}
-    r, whole = readings[float(model.noise_voxel)], passes[float(model.noise_voxel)][2]
+        passes = {v: model._read_noise(local, frame, v)[1:] for v in {*READING_VOXELS, float(model.noise_voxel)}}  # (level, whole)
+    readings = {v: level for v, (level, _) in passes.items()}
+    r, whole = passes[float(model.noise_voxel)]
     scores = {}
     for s in SCALES:
         pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()

@@ -571,6 +571,14 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
     # other way: no rule of rising knots fits them all
     assert cv.fit([{**r, "residual": r["readings"]["1.0"]} for r in a + b])[0] > 0.4
     assert cv.fit([{**r, "residual": r["readings"]["1.5"]} for r in a + b[:2]])[0] > 0.4
+    # the vectorised search scores its knots as `voxel_scale` and `score_at` do, one record at a time
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    spread = [{"residual": float(x), "scores": {str(s): float(v) for s, v in zip(cv.SCALES, rng.uniform(0.3, 0.9, 5))}}
+              for x in rng.uniform(0.0, 1.6, 40)]
+    m, k = cv.fit(spread)
+    assert m == pytest.approx(np.mean([cv.score_at(r, voxel_scale(r["residual"], tuple(zip(k, cv.SCALE_KNOTS)))) for r in spread]), abs=1e-12)
     knots = [x for x, _ in model.rule_for(True) + model.rule_for(False)]
     assert min(knots[1] - knots[0], knots[2] - knots[1], knots[4] - knots[3], knots[5] - knots[4]) >= 0.3 - 1e-6
     with pytest.raises(SystemExit, match="no noise reading at 0.75"):
