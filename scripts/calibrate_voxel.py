@@ -150,7 +150,8 @@ def main() -> None:
         records = measure(model, args)
     reading = float(model.noise_voxel) if args.reading is None else args.reading
     records = [{**r, "residual": reading_of(r, reading)} for r in records]
-    whole, share = [r for r in records if read_whole(r)], [r for r in records if not read_whole(r)]
+    flags = [read_whole(r) for r in records]
+    whole, share = [r for r, w in zip(records, flags) if w], [r for r, w in zip(records, flags) if not w]
     print(f"noise read at {reading:g} base voxels: {len(whole)} records read whole")
     rule = report(whole, model.rule_for(True)) if whole else None
     print(f"{len(share)} records read on a share")

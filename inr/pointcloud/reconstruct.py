@@ -358,16 +358,7 @@ class Reconstructor(nn.Module):
         keep their detail); the points come back on noisy's device, in its dtype."""
         home, dtype = noisy.device, noisy.dtype
         noisy, origin = self._local(noisy)
-        lo, hi = extent(noisy)  # again: float32 may round the quantiles differently
-        diagonal_voxel = float((hi - lo).norm()) / self.voxels_per_diagonal
-        near = ((noisy - (lo + hi) / 2).abs() <= STRAY_REACH * diagonal_voxel).all(1)
-        whole = bool(near.all())
-        noisy = noisy if whole else noisy[near]
-        if voxel is not None:
-            frame = Frame((noisy.min(0).values + noisy.max(0).values) / 2, float(voxel))
-        else:  # the box is the one just measured unless very far points were dropped
-            frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY,
-                               box=(lo, hi) if whole else None)
+        noisy, frame = self._framed(noisy, voxel)
         # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
         # density-capped voxel may still be coarse for its noise
         first, base, scale, whole_read = None, frame.voxel, 1.0, False
@@ -392,6 +383,20 @@ class Reconstructor(nn.Module):
             pts, voxel_index = torch.cat([pts, whole[add]]), torch.cat([voxel_index, whole_index[add]])
         return pts.to(home, dtype) + origin, voxel_index.to(home)
 
+    def _framed(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> Tuple[torch.Tensor, Frame]:
+        """(the local cloud (`_local`) less its far strays (STRAY_REACH), its frame: the base voxel
+        (`make_frame`, density-capped), or `voxel` when given, centred on the kept points' box)."""
+        lo, hi = extent(noisy)  # again: float32 may round the quantiles differently
+        diagonal_voxel = float((hi - lo).norm()) / self.voxels_per_diagonal
+        near = ((noisy - (lo + hi) / 2).abs() <= STRAY_REACH * diagonal_voxel).all(1)
+        whole = bool(near.all())
+        noisy = noisy if whole else noisy[near]
+        if voxel is not None:
+            return noisy, Frame((noisy.min(0).values + noisy.max(0).values) / 2, float(voxel))
+        # the box is the one just measured unless very far points were dropped
+        return noisy, make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY,
+                                 box=(lo, hi) if whole else None)
+
     def _local(self, noisy: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """(noisy relative to the centre of its `extent` (its box, unless far strays set that), as
         float32 on the model's device; that centre, in noisy's dtype and on its device)."""
@@ -415,8 +420,9 @@ class Reconstructor(nn.Module):
         return level, voxel_scale(level, self.rule_for(whole))
 
     def _reading(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> Tuple[float, bool]:
-        noisy = self._local(noisy)[0]
-        frame = make_frame(noisy, self.voxels_per_diagonal, float(self.max_density) or DEFAULT_MAX_DENSITY)
+        """(the noise level, whether it was read on the whole cloud), on the cloud and base frame
+        `reconstruct` reads it on (far strays left out); `voxel`: the frame's voxel instead."""
+        noisy, frame = self._framed(self._local(noisy)[0])
         _, level, whole = self._read_noise(noisy, frame if voxel is None else Frame(frame.centre, float(voxel)))
         return level, whole
 
