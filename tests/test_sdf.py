@@ -300,6 +300,33 @@ def test_fit_sdf_trims_the_sheet_that_closes_an_open_scan(tmp_path, capsys):
     assert err.count("\n") == 1 and "is gone" in err and "--trim 0" in err, err
 
 
+def test_a_fit_without_a_mesh_is_one_line_marked_failed_and_kept_for_extract_mesh(tmp_path, capsys, monkeypatch):
+    import trimesh
+
+    import inr.tasks.sdf as sdf_task
+
+    def no_faces(mesh, module, resolution, points, trim):  # as trim_mesh says when it drops every face
+        raise ValueError(f"every face lies in a large patch farther than {trim:g} units from the input")
+
+    monkeypatch.setattr(sdf_task, "trim_mesh", no_faces)
+    torus = _torus_mesh(tmp_path / "torus.obj")
+    out = tmp_path / "run"
+    args = ["fit-sdf", str(torus), "--steps", "30", "--out", str(out), "--no-progress", "--mesh-points", "5000",
+            "--set", "train.mesh_resolution=32",
+            "--set", "field.encoding_options.n_levels=4", "--set", "field.encoding_options.max_resolution=32",
+            "--set", "field.encoding_options.log2_table=12"]
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no surface" in err and f"extract-mesh {out} --trim 0" in err, err
+    assert not (out / "mesh.ply").exists() and not (out / "metrics.json").exists()
+    status = json.loads((out / "status.json").read_text())
+    assert status["status"] == "failed" and status["step"] == 30 and "every face" in status["error"]
+    monkeypatch.undo()
+    assert main(["extract-mesh", str(out), "--resolution", "32", "--trim", "0", "--no-progress"]) == 0
+    assert len(trimesh.load(out / "mesh-32.ply").faces) > 0
+
+
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, capsys):
     (tmp_path / "bad.ply").write_text("not a ply file\n")
     (tmp_path / "few.xyz").write_text("0 0 0\n1 0 0\n0 1 0\n")

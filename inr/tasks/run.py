@@ -249,7 +249,12 @@ def train(opts: RunOptions, resume: Optional[Path] = None, callbacks: Sequence[A
     if not trainer.is_global_zero:
         return {"rank": trainer.global_rank}
     result = {"task": opts.task, "preset": task.preset.name}
-    result.update(task.write_outputs(out, module, int(trainer.global_step), seconds, monitor.history))
+    try:
+        result.update(task.write_outputs(out, module, int(trainer.global_step), seconds, monitor.history))
+    except Exception as exc:  # the training is done and checkpointed; its outputs could not be made
+        status.update(status="failed", step=int(trainer.global_step), seconds=round(seconds, 3),
+                      error=f"{type(exc).__name__}: {exc}")
+        raise
     result.setdefault("steps", int(trainer.global_step))
     result.setdefault("seconds", round(seconds, 3))
     result["devices"] = trainer.world_size

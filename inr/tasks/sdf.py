@@ -110,7 +110,8 @@ class SdfTask(Task):
             mesh, trimmed = trim_mesh(mesh_of(module, cfg.mesh_resolution), module, cfg.mesh_resolution,
                                       self.surface.points, cfg.mesh_trim)
         except ValueError as exc:
-            raise InputError(self.opts.input, f"the fitted field has no surface: {exc}") from None
+            raise InputError(self.opts.input, f"the fitted field has no surface: {exc}; the fit is kept in {out} "
+                             f"(`inr extract-mesh {out} --trim 0` writes its whole level set, if it has one)") from None
         write_mesh(out / "mesh.ply", mesh)
         write_image(out / "slice.png", sdf_slice(module))
         s = self.surface
