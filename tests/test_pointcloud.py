@@ -148,6 +148,21 @@ def test_cloud_files_round_trip(tmp_path, suffix):
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
+@pytest.mark.parametrize("suffix", [".ply", ".pcd", ".npy", ".txt", ".las"])
+def test_normals_without_colours_round_trip_without_colours(tmp_path, suffix):
+    import numpy as np
+
+    from inr.data.pointclouds import read_oriented_cloud, write_cloud
+
+    pts = _sphere_points(50)
+    path = tmp_path / f"c{suffix}"
+    write_cloud(path, pts, normals=pts)
+    back, colours, normals = read_oriented_cloud(path)
+    np.testing.assert_allclose(back, pts, atol=1e-3, rtol=0)  # LAS stores scaled integers
+    np.testing.assert_allclose(normals, pts, atol=1e-3)
+    assert colours is None
+
+
 def test_organized_pcd_pixels_without_a_return_are_skipped(tmp_path):
     # a depth camera's cloud as PCL writes it: WIDTH x HEIGHT pixels, NaN where no light came back
     import numpy as np

@@ -59,7 +59,7 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
     clouds without Nx Ny Nz columns named in a header, NPY with fewer than 9 columns, PLY/PCD
     without nx ny nz, LAS/LAZ without NormalX-Z extra dimensions; without open3d PLY normals
     are not read).
-    NPY columns: x y z [r g b [nx ny nz]]. bad_normals: 'error' (an InputError when a normal is
+    NPY columns: x y z [r g b [nx ny nz]] (with normals, all-zero colours read as none). bad_normals: 'error' (an InputError when a normal is
     zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then no normals)."""
     path = Path(path)
     if not path.is_file():
@@ -83,6 +83,8 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
             colors = c / 255.0 if c.max(initial=0) > 1 else c
         if data.shape[1] >= 9:
             normals = data[:, 6:9].astype(np.float64)
+            if not colors.any():  # the columns write_cloud fills when a cloud has normals and no colours
+                colors = None
     else:
         if suffix == ".ply" and file_head(path, 3) != b"ply":
             raise InputError(path, "is not a PLY point cloud")
