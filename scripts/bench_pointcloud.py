@@ -38,7 +38,7 @@ from benchlib import RESULTS, save, table  # noqa: E402
 from inr.pointcloud.heldout import heldout_meshes  # noqa: E402
 from inr.pointcloud.metrics import compare  # noqa: E402
 from inr.pointcloud.shapes import Corruption, corrupt, sample_surface  # noqa: E402
-from inr.pointcloud.voxel import even_subsample  # noqa: E402
+from inr.pointcloud.mls import mls_fill  # noqa: E402
 from inr.tasks.pointcloud import default_weights  # noqa: E402
 from inr.tasks.pointcloud import statistical_outlier_baseline as baseline  # noqa: E402
 from inr.tasks.pointcloud_train import load_weights  # noqa: E402
@@ -71,7 +71,7 @@ def denoised(model, noisy: np.ndarray, adaptive: bool = True):
     out, _ = model.reconstruct(torch.from_numpy(noisy).float(), adaptive=adaptive)
     secs = time.perf_counter() - t
     out = out.double().numpy()
-    return even_subsample(out, len(noisy)), even_subsample(out, 4 * len(noisy)), len(out), secs
+    return mls_fill(out, len(noisy)), mls_fill(out, 4 * len(noisy)), len(out), secs
 
 
 def quality(model) -> list:

@@ -153,7 +153,7 @@ def reconstruct(meshes, model):
 
     from inr.pointcloud.mls import mls_project
     from inr.pointcloud.reconstruct import make_frame
-    from inr.pointcloud.voxel import even_subsample
+    from inr.pointcloud.mls import mls_fill
     from inr.tasks.pointcloud import statistical_outlier_baseline
 
     rows = []
@@ -165,7 +165,7 @@ def reconstruct(meshes, model):
             diag = float(np.linalg.norm(mesh.extents))
             c_in = cl1(noisy, ref)
             full, t_net = network_output(model, name, case, noisy)
-            net, rec = even_subsample(full, len(noisy), 0), even_subsample(full, 4 * len(noisy), 0)
+            net, rec = mls_fill(full, len(noisy), 0), mls_fill(full, 4 * len(noisy), 0)
             base_full = model.reconstruct(x, adaptive=False)[0].double().numpy()
             base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel
             level, scale = model.voxel_reading(x)
@@ -177,8 +177,8 @@ def reconstruct(meshes, model):
             row = {"case": case, "mesh": name, "network / input": cl1(net, ref) / c_in, "MLS / input": cl1(mls, ref) / c_in,
                    "open3d / input": cl1(o3d, ref) / c_in, "reconstruct / input": cl1(rec, ref) / c_in,
                    "ideal / input": cl1(ideal, ref) / c_in,
-                   "base voxel: network / input": cl1(even_subsample(base_full, len(noisy), 0), ref) / c_in,
-                   "base voxel: reconstruct / input": cl1(even_subsample(base_full, 4 * len(noisy), 0), ref) / c_in,
+                   "base voxel: network / input": cl1(mls_fill(base_full, len(noisy), 0), ref) / c_in,
+                   "base voxel: reconstruct / input": cl1(mls_fill(base_full, 4 * len(noisy), 0), ref) / c_in,
                    "noise estimate / sigma": level * base / (sigma * diag), "voxel scale": scale,
                    "network points": len(full), "network s": t_net, "MLS s": t_mls}
             row["network <= MLS"] = "yes" if row["network / input"] <= row["MLS / input"] else "NO"
@@ -194,7 +194,7 @@ def normals(meshes, model):
 
     from inr.data.surfaces import estimate_normals
     from inr.pointcloud.mls import mls_project
-    from inr.pointcloud.voxel import even_subsample
+    from inr.pointcloud.mls import mls_fill
 
     rows = []
     for case, (sigma, outliers, views) in CASES.items():
@@ -210,8 +210,8 @@ def normals(meshes, model):
             noisy = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views)
             full, _ = network_output(model, name, case, noisy)
             row = {"case": case, "mesh": name, "sides": sides}
-            for label, pts in (("input", noisy), ("MLS", mls_project(noisy)), ("denoise", even_subsample(full, len(noisy), 0)),
-                               ("reconstruct", even_subsample(full, 4 * len(noisy), 0))):
+            for label, pts in (("input", noisy), ("MLS", mls_project(noisy)), ("denoise", mls_fill(full, len(noisy), 0)),
+                               ("reconstruct", mls_fill(full, 4 * len(noisy), 0))):
                 t = time.perf_counter()
                 est = estimate_normals(pts)
                 seconds = time.perf_counter() - t
@@ -306,7 +306,7 @@ def lownoise(meshes, model):
 
     from inr.pointcloud.mls import mls_project
     from inr.pointcloud.reconstruct import make_frame
-    from inr.pointcloud.voxel import even_subsample
+    from inr.pointcloud.mls import mls_fill
 
     rows = []
     for sigma in LOW_NOISE:
@@ -320,7 +320,7 @@ def lownoise(meshes, model):
             c_in = cl1(noisy, ref)
             t = time.perf_counter()
             with torch.no_grad():
-                net = even_subsample(model.reconstruct(x)[0].double().numpy(), LOW_NOISE_POINTS, 0)
+                net = mls_fill(model.reconstruct(x)[0].double().numpy(), LOW_NOISE_POINTS, 0)
                 level, scale = model.voxel_reading(x)
             t_net = time.perf_counter() - t
             base = make_frame(x, model.voxels_per_diagonal, float(model.max_density)).voxel

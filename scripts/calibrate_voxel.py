@@ -10,7 +10,8 @@ For synthetic shapes at known noise levels and point counts (points spread evenl
 per coordinate, and range scans with noise along the rays) it records (1) the noise residual
 (`Reconstructor.noise_level`: the median distance of the input points to the planes of the
 network's output at a coarser voxel, in base voxels) and (2) the output/input Chamfer-L1 of the
-network's points (4x the input's count, evenly subsampled) at several voxel scales. It then fits
+network's points (4x the input's count, as `reconstruct` writes them: `mls_fill`; records made
+before 2026-12-03's fill used the plain even subset) at several voxel scales. It then fits
 the rule's knots (the residuals where the scale is 0.5, 0.75 and 1; linear between, held beyond)
 by a grid search for the lowest mean score over the records (a score between two tried scales
 is interpolated linearly), apart for the records whose noise was read on the whole cloud
@@ -46,7 +47,7 @@ from benchlib import table  # noqa: E402
 from inr.pointcloud.metrics import compare  # noqa: E402
 from inr.pointcloud.reconstruct import LEGACY_NOISE_DENSITY, make_frame, voxel_scale  # noqa: E402
 from inr.pointcloud.shapes import Corruption, add_outliers, corrupt, range_scan, sample_surface  # noqa: E402
-from inr.pointcloud.voxel import even_subsample  # noqa: E402
+from inr.pointcloud.mls import mls_fill  # noqa: E402
 from inr.presets import PointCloudTrainConfig  # noqa: E402
 from inr.tasks.pointcloud import default_weights  # noqa: E402
 from inr.tasks.pointcloud_train import ShapeStream, load_weights, store_voxel_rule  # noqa: E402
@@ -182,7 +183,7 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     scores = {}
     for s in SCALES:
         pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()
-        scores[s] = compare(even_subsample(pts, 4 * len(noisy)), clean, 1.0)["chamfer_l1"] / c_in
+        scores[s] = compare(mls_fill(pts, 4 * len(noisy)), clean, 1.0)["chamfer_l1"] / c_in
     print(f"{about}: residual {r:.3f} voxels, " + " ".join(f"{s}:{v:.3f}" for s, v in scores.items()), flush=True)
     return {**about, "residual": r, "readings": readings, "noise_density": float(model.noise_density), "whole_read": whole,
             "scores": scores}

@@ -751,7 +751,12 @@ def test_denoise_densify_reconstruct_cli(tmp_path, tiny_weights, capsys):
     for cmd in ("densify", "reconstruct"):
         assert main(["pointcloud", cmd, str(tmp_path / "in.npy"), str(tmp_path / f"{cmd}.xyz"), "--factor", "2",
                      "--weights", str(tiny_weights)]) == 0
-        assert 0 < len(read_cloud(tmp_path / f"{cmd}.xyz")[0]) <= 1600
+        assert len(read_cloud(tmp_path / f"{cmd}.xyz")[0]) == 1600
+    capsys.readouterr()
+    # more than the network's points_per_voxel per occupied voxel: filled in, as many as asked
+    assert main(["pointcloud", "densify", str(tmp_path / "in.npy"), str(tmp_path / "x20.xyz"), "--factor", "20",
+                 "--weights", str(tiny_weights)]) == 0
+    assert len(read_cloud(tmp_path / "x20.xyz")[0]) == 16000 and "filled in" in capsys.readouterr().out
 
 
 def test_denoise_open3d_baseline_removes_far_outliers(tmp_path, capsys):

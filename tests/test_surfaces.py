@@ -26,6 +26,34 @@ def test_mls_leaves_a_plane_alone_and_pulls_noise_onto_a_sphere():
     assert after < 0.45 * before, (before, after)
 
 
+def test_mls_fill_adds_points_on_the_surface_and_none_across_a_gap():
+    from inr.pointcloud.mls import mls_fill
+
+    rng = np.random.default_rng(1)
+    rotation = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    # two squares of a plane 0.5 apart, 0.05 between points: the gap is ten spacings wide
+    grid = np.stack(np.meshgrid(np.arange(0, 1.0001, 0.05), np.arange(0, 1.0001, 0.05)), -1).reshape(-1, 2)
+    flat = np.concatenate([np.c_[grid, np.zeros(len(grid))], np.c_[grid + [1.5, 0], np.zeros(len(grid))]])
+    out = mls_fill(flat @ rotation, 4 * len(flat)) @ rotation.T
+    assert out.shape == (4 * len(flat), 3)
+    assert np.abs(out[:, 2]).max() < 1e-9  # on the plane
+    assert not ((out[:, 0] > 1.01) & (out[:, 0] < 1.49)).any()  # nothing in the gap
+    spacing = lambda p: np.sort(np.linalg.norm(p[:, None, :2] - p[None, :, :2], axis=-1), 1)[:, 1]
+    assert np.median(spacing(out)) < 0.7 * 0.05  # denser
+    # a sphere: the midpoints of chords go back onto it
+    sphere = _sphere_points(1500)
+    out = mls_fill(sphere, 6000)
+    assert len(out) == 6000 and {tuple(p) for p in sphere} <= {tuple(p) for p in out}  # every point kept
+    from inr.pointcloud.knn import knn
+
+    idx, _ = knn(torch.from_numpy(sphere), torch.from_numpy(sphere), 2)
+    sag = 1 - np.linalg.norm((sphere + sphere[idx[:, 1].numpy()]) / 2, axis=1)  # plain midpoints fall inside
+    added = out[np.abs(np.linalg.norm(out, axis=1) - 1) > 1e-12]
+    assert len(added) > 3000
+    assert np.abs(np.linalg.norm(added, axis=1) - 1).mean() < 0.05 * sag.mean(), sag.mean()
+    assert mls_fill(sphere, 1000).shape == (1000, 3)  # enough already: a subset
+
+
 def test_denoise_mls_baseline_cli(tmp_path, capsys):
     np.save(tmp_path / "in.npy", _sphere_points(3000, noise=0.02))
     assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.ply"), "--baseline", "mls"]) == 0

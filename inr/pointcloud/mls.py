@@ -18,6 +18,9 @@ from .knn import knn
 
 MLS_NEIGHBOURS = 30
 MLS_PASSES = 2
+FILL_NEIGHBOURS, FILL_PAIRS, FILL_REACH, FILL_ROUNDS = 16, 6, 2.0, 8
+"""mls_fill: the jet's neighbours, the nearest points each point pairs with, the longest pair
+(in median nearest-point spacings), the most rounds."""
 
 
 def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_PASSES) -> np.ndarray:
@@ -28,10 +31,11 @@ def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_P
     return x
 
 
-def _project_once(x: np.ndarray, k: int) -> np.ndarray:
-    t = torch.from_numpy(x)  # float64: knn takes it relative to the box centre before float32
-    idx, d2 = knn(t, t, k)
-    nb = x[idx.numpy()]  # (N, k, 3)
+def _project_once(x: np.ndarray, k: int, ref: np.ndarray = None) -> np.ndarray:
+    """x projected onto the jets fitted to each one's k nearest points of ref (default: x)."""
+    ref = x if ref is None else ref
+    idx, d2 = knn(torch.from_numpy(x), torch.from_numpy(ref), k)  # float64: knn takes them relative to the box centre
+    nb = ref[idx.numpy()]  # (N, k, 3)
     d2 = d2.numpy().astype(np.float64)
     h2 = np.maximum(d2[:, -1:], 1e-300)
     w = np.exp(-d2 / h2)  # (N, k)
@@ -51,3 +55,29 @@ def _project_once(x: np.ndarray, k: int) -> np.ndarray:
     pu, pv = np.einsum("nc,nc->n", p, t1), np.einsum("nc,nc->n", p, t2)
     height = coef[:, 0] + coef[:, 1] * pu + coef[:, 2] * pv + coef[:, 3] * pu * pu + coef[:, 4] * pu * pv + coef[:, 5] * pv * pv
     return centre + pu[:, None] * t1 + pv[:, None] * t2 + height[:, None] * normal
+
+
+def mls_fill(points: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+    """(n, 3) float64: n points of the cloud's surface. A cloud of n or more points gives an even
+    subset (`even_subsample`). A smaller one keeps all its points and gains midpoints: those of
+    every pair of a point and one of its FILL_PAIRS nearest lying within FILL_REACH median
+    spacings of each other (so no pair spans a gap between parts), each projected onto the jet
+    of its FILL_NEIGHBOURS nearest points; as many as are missing, spread evenly; in rounds
+    until there are n. Fewer than n only when no pair is left (isolated points)."""
+    from .voxel import even_subsample
+
+    x = np.asarray(points, dtype=np.float64)
+    for _ in range(FILL_ROUNDS):
+        if len(x) >= n or len(x) < 2:
+            break
+        t = torch.from_numpy(x)
+        idx, d2 = knn(t, t, FILL_PAIRS + 1)
+        idx, d = idx[:, 1:].numpy(), np.sqrt(d2[:, 1:].numpy().astype(np.float64))
+        first = np.repeat(np.arange(len(x)), idx.shape[1])
+        near = (first < idx.reshape(-1)) & (d.reshape(-1) <= FILL_REACH * np.median(d[:, 0]))
+        pairs = np.unique(np.stack([first[near], idx.reshape(-1)[near]], 1), axis=0)
+        if len(pairs) == 0:
+            break
+        mids = _project_once((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, min(FILL_NEIGHBOURS, len(x)), x)
+        x = np.concatenate([x, even_subsample(mids, n - len(x), seed)])
+    return even_subsample(x, n, seed)

@@ -99,7 +99,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     import torch
 
     from ..data.pointclouds import check_write_format, write_cloud
-    from ..pointcloud.voxel import even_subsample
+    from ..pointcloud.mls import mls_fill
 
     check_write_format(out)  # before the network runs
     if not out.parent.is_dir():
@@ -126,8 +126,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     else:
         pts, path = network_points(points, weights, voxel, device, progress)
         want = len(points) if mode == "denoise" else int(round(factor * len(points)))
-        result = even_subsample(pts, want, seed)
         method = f"network {path}"
+        if len(pts) < want:  # the network gives at most points_per_voxel per occupied voxel
+            method += f" ({len(pts):,} points, filled in between on their MLS surface)"
+        result = mls_fill(pts, want, seed)
     if len(result) == 0:
         raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
     out_colors = None

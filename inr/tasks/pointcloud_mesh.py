@@ -28,11 +28,11 @@ def denoise(points: np.ndarray, how: str, weights: Optional[str] = None, voxel: 
         from ..pointcloud.mls import mls_project
 
         return mls_project(points)
-    from ..pointcloud.voxel import even_subsample
+    from ..pointcloud.mls import mls_fill
     from .pointcloud import network_points
 
     out, _ = network_points(points, weights, voxel, device, progress)
-    return even_subsample(out, len(points), seed)
+    return mls_fill(out, len(points), seed)
 
 
 def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "network", weights: Optional[str] = None,
