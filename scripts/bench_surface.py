@@ -151,9 +151,8 @@ def reconstruct(meshes, model):
     (the rule before the adaptive voxel: an A/B in one run), MLS, Open3D and the ideal."""
     import torch
 
-    from inr.pointcloud.mls import mls_project
+    from inr.pointcloud.mls import mls_fill, mls_project
     from inr.pointcloud.reconstruct import make_frame
-    from inr.pointcloud.mls import mls_fill
     from inr.tasks.pointcloud import statistical_outlier_baseline
 
     rows = []
@@ -193,8 +192,7 @@ def normals(meshes, model):
     from scipy.spatial import cKDTree
 
     from inr.data.surfaces import estimate_normals
-    from inr.pointcloud.mls import mls_project
-    from inr.pointcloud.mls import mls_fill
+    from inr.pointcloud.mls import mls_fill, mls_project
 
     rows = []
     for case, (sigma, outliers, views) in CASES.items():
@@ -304,9 +302,8 @@ def lownoise(meshes, model):
     import torch
     import trimesh
 
-    from inr.pointcloud.mls import mls_project
+    from inr.pointcloud.mls import mls_fill, mls_project
     from inr.pointcloud.reconstruct import make_frame
-    from inr.pointcloud.mls import mls_fill
 
     rows = []
     for sigma in LOW_NOISE:

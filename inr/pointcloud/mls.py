@@ -11,6 +11,8 @@ the surface are projected too but never removed (the count of points is kept).
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import torch
 
@@ -31,7 +33,7 @@ def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_P
     return x
 
 
-def _project_once(x: np.ndarray, k: int, ref: np.ndarray = None) -> np.ndarray:
+def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None) -> np.ndarray:
     """x projected onto the jets fitted to each one's k nearest points of ref (default: x)."""
     ref = x if ref is None else ref
     idx, d2 = knn(torch.from_numpy(x), torch.from_numpy(ref), k)  # float64: knn takes them relative to the box centre
