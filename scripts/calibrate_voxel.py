@@ -56,7 +56,9 @@ SIGMAS = (0.005, 0.0075, 0.01, 0.0125, 0.015, 0.02, 0.025)
 COUNTS = (2500, 5000, 10000)
 SCAN_VIEWS, SCAN_COUNT = 6, 5000
 """Range scans (`range_scan`, 0-2 % outliers) at each sigma, besides the evenly spread points."""
-SCALES = (0.5, 0.625, 0.75, 0.875, 1.0)
+SCALES = (0.5, 0.625, 0.75, 0.875, 1.0, 1.125, 1.25)
+"""Voxel scales each record is scored at. The rule stops at 1; the coarser two (since
+2026-12-03) are for a rule that goes past the base voxel at high noise (see the README's lead)."""
 SCALE_KNOTS = (0.5, 0.75, 1.0)
 """The rule's scales; its noise knots are fitted."""
 MIN_KNOT_GAP = 0.3
@@ -70,7 +72,7 @@ READING_VOXELS = (1.5, 1.0, 0.75)
 
 
 def score_at(record, scale: float) -> float:
-    """The record's score at any scale in [0.5, 1], linear between the tried scales."""
+    """The record's score at any scale, linear between the tried scales (held beyond them)."""
     tried = sorted((float(k), v) for k, v in record["scores"].items())
     return float(np.interp(scale, [k for k, _ in tried], [v for _, v in tried]))
 
