@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from benchlib import table  # noqa: E402
 
 from inr.pointcloud.metrics import compare  # noqa: E402
-from inr.pointcloud.reconstruct import LEGACY_NOISE_DENSITY, make_frame, voxel_scale  # noqa: E402
+from inr.pointcloud.reconstruct import LEGACY_NOISE_DENSITY, voxel_scale  # noqa: E402
 from inr.pointcloud.shapes import Corruption, add_outliers, corrupt, range_scan, sample_surface  # noqa: E402
 from inr.pointcloud.mls import mls_fill  # noqa: E402
 from inr.presets import PointCloudTrainConfig  # noqa: E402
@@ -175,8 +175,7 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     voxel as "residual") and the score at each of SCALES for this input."""
     x = torch.from_numpy(noisy).float()
     c_in = compare(noisy, clean, 1.0)["chamfer_l1"]
-    local = model._local(x)[0]
-    frame = make_frame(local, model.voxels_per_diagonal, float(model.max_density))
+    local, frame = model._framed(model._local(x)[0])  # the cloud and base frame `reconstruct` reads the noise on
     base = frame.voxel
     with torch.no_grad():  # the reading at the weights' noise_voxel is `noise_level`'s
         passes = {v: model._read_noise(local, frame, v)[1:] for v in {*READING_VOXELS, float(model.noise_voxel)}}  # (level, whole)

@@ -590,7 +590,7 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
     import numpy as np
 
     rng = np.random.default_rng(0)
-    spread = [{"residual": float(x), "scores": {str(s): float(v) for s, v in zip(cv.SCALES, rng.uniform(0.3, 0.9, 5))}}
+    spread = [{"residual": float(x), "scores": {str(s): float(v) for s, v in zip(cv.SCALES, rng.uniform(0.3, 0.9, len(cv.SCALES)))}}
               for x in rng.uniform(0.0, 1.6, 40)]
     m, k = cv.fit(spread)
     assert m == pytest.approx(np.mean([cv.score_at(r, voxel_scale(r["residual"], tuple(zip(k, cv.SCALE_KNOTS)))) for r in spread]), abs=1e-12)
