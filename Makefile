@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"
 	$(PY) -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > $(VENV)/constraints.txt
-	PIP_CONSTRAINT=$(VENV)/constraints.txt $(PIP) install -q -e ".[test,open3d,captures,las]"
+	PIP_CONSTRAINT=$(VENV)/constraints.txt $(PIP) install -q -e ".[test,open3d,captures,las,e57]"
 	touch $(STAMP)
 
 demo: setup

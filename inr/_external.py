@@ -30,6 +30,7 @@ _HINTS = {
     "viser": "pip install 'inr[viewer]'",
     "laspy": "pip install 'inr[las]'",
     "lazrs": "pip install 'inr[las]' (LAZ decompression)",
+    "pye57": "pip install 'inr[e57]'",
 }
 _PROBES: Dict[str, Tuple[Any, Optional[str]]] = {}
 _WARNED: Set[str] = set()
@@ -87,6 +88,11 @@ def laspy(compressed: bool = False):
     if compressed:
         _probe("lazrs", lambda: importlib.import_module("lazrs"))
     return module
+
+
+def pye57():
+    """The pye57 module (E57 point clouds)."""
+    return _probe("pye57", lambda: importlib.import_module("pye57"))
 
 
 def native_cpu():

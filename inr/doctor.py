@@ -72,7 +72,9 @@ def report() -> List[str]:
                                                   "pip install 'inr[captures]'"))
     las = _reason(lambda: _external.laspy(compressed=True))
     lines.append("  LAS/LAZ clouds:      " + ("laspy with lazrs" if las == "usable" else las))
+    e57 = _reason(_external.pye57)
+    lines.append("  E57 scans:           " + ("pye57 (read)" if e57 == "usable" else e57))
     lines.append("versions: " + ", ".join(f"{d} {_version(d)}" for d in (
         "lightning", "torchmetrics", "numpy", "scipy", "imageio", "imageio-ffmpeg", "soundfile", "scikit-image",
-        "trimesh", "open3d", "pycolmap", "laspy", "lazrs", "nerfacc", "tinycudann")))
+        "trimesh", "open3d", "pycolmap", "laspy", "lazrs", "pye57", "nerfacc", "tinycudann")))
     return lines

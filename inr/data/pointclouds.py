@@ -1,6 +1,7 @@
 """Point-cloud files: PLY (ascii/binary) and PCD through open3d when it is installed; without
 it PLY through trimesh (PCD needs open3d); NPY and text clouds (XYZ, TXT, ASC, CSV, PTS:
-`text_clouds.py`) through numpy; LAS and LAZ through laspy (`las.py`).
+`text_clouds.py`) through numpy; LAS and LAZ through laspy (`las.py`); E57 (read only) through
+pye57 (`e57.py`).
 
 Every problem with an input is an InputError naming the file: missing, unknown format, not a
 point cloud, empty, a single point, NaN/Inf coordinates, 2D data, all points identical, and
@@ -23,11 +24,12 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..errors import InputError
+from .e57 import E57_FORMATS, read_e57
 from .las import LAS_FORMATS, read_las, write_las
 from .text_clouds import TEXT_FORMATS, TEXT_WRITE_FORMATS, file_head, read_text_cloud, write_text_cloud
 
-FORMATS = (".ply", ".pcd", ".npy") + TEXT_FORMATS + LAS_FORMATS
-WRITE_FORMATS = tuple(f for f in FORMATS if f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS)
+FORMATS = (".ply", ".pcd", ".npy") + TEXT_FORMATS + LAS_FORMATS + E57_FORMATS
+WRITE_FORMATS = tuple(f for f in FORMATS if (f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS) and f not in E57_FORMATS)
 
 
 def _open3d(path: Optional[Path], what: str = "needs open3d"):
@@ -95,6 +97,8 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
             points, colors, normals = _read_pcd(path)
         elif suffix in LAS_FORMATS:
             points, colors, normals = read_las(path)
+        elif suffix in E57_FORMATS:
+            points, colors, normals = read_e57(path)
         elif declared == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
         elif _has_open3d():

@@ -1,0 +1,113 @@
+"""E57 point clouds (terrestrial laser scanners): registered multi-scan files read in their common
+frame, the ways such files go wrong, and the commands on them."""
+
+import numpy as np
+import pytest
+
+pye57 = pytest.importorskip("pye57")
+
+SITE = np.array([512345.0, 4123456.0, 321.0])
+QUARTER_TURN_Z = np.array([np.cos(np.pi / 4), 0.0, 0.0, np.sin(np.pi / 4)])  # w x y z: 90 degrees about z
+
+
+def _scan(points, colours=None, invalid=None):
+    data = {"cartesianX": points[:, 0].copy(), "cartesianY": points[:, 1].copy(), "cartesianZ": points[:, 2].copy()}
+    if colours is not None:
+        for j, c in enumerate(("colorRed", "colorGreen", "colorBlue")):
+            data[c] = colours[:, j].astype(np.uint8)
+    if invalid is not None:
+        data["cartesianInvalidState"] = invalid.astype(np.int8)
+    return data
+
+
+def _two_station_file(path, colours=True):
+    """A registered project of two scanner stations, written with pye57 directly: station A at
+    the site's origin with no rotation, station B turned a quarter about z and moved 10 m east;
+    each scan in its own frame, A with 3 of its points marked invalid (no return). Returns the
+    points in the common frame that a reader must give (invalid ones left out) and their colours."""
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-5, 5, size=(400, 3)), rng.uniform(-5, 5, size=(300, 3))
+    ca, cb = rng.integers(0, 256, size=(400, 3)), rng.integers(0, 256, size=(300, 3))
+    invalid = np.zeros(400, bool)
+    invalid[[3, 50, 399]] = True
+    e57 = pye57.E57(str(path), mode="w")
+    e57.write_scan_raw(_scan(a, ca if colours else None, invalid), name="A", rotation=np.array([1.0, 0, 0, 0]), translation=SITE)
+    e57.write_scan_raw(_scan(b, cb if colours else None), name="B", rotation=QUARTER_TURN_Z, translation=SITE + [10.0, 0, 0])
+    e57.close()
+    turned = np.stack([-b[:, 1], b[:, 0], b[:, 2]], 1)  # a quarter turn about z, by hand
+    points = np.concatenate([a[~invalid] + SITE, turned + SITE + [10.0, 0, 0]])
+    return points, np.concatenate([ca[~invalid], cb]) / 255.0
+
+
+def test_registered_scans_read_in_the_common_frame(tmp_path):
+    from inr.data.pointclouds import read_oriented_cloud
+
+    path = tmp_path / "project.e57"
+    truth, colours = _two_station_file(path)
+    points, back_colours, normals = read_oriented_cloud(path)
+    assert normals is None and points.shape == (697, 3)
+    # pye57 stores each scan's own coordinates (within 10 m) in float32; the poses put them at the
+    # site in float64, so the error is float32's on metres, not on millions of metres
+    np.testing.assert_allclose(points, truth, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(back_colours, colours, rtol=0, atol=1e-12)
+    _two_station_file(path, colours=False)
+    assert read_oriented_cloud(path)[1] is None
+
+
+@pytest.mark.parametrize("case", ["not E57", "empty file", "cut short"])
+def test_broken_e57_files_give_one_line_exit_2(tmp_path, case, capsys):
+    from inr.cli import main
+
+    bad = tmp_path / "scan.e57"
+    if case == "not E57":
+        bad.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(4000))
+    elif case == "empty file":
+        bad.write_bytes(b"")
+    else:
+        _two_station_file(bad)
+        bad.write_bytes(bad.read_bytes()[:5000])
+    out = tmp_path / "out.ply"
+    assert main(["pointcloud", "denoise", str(bad), str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"inr: error: {bad}: ") and "E57" in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_e57_is_read_only_and_says_what_to_install(tmp_path, monkeypatch):
+    from inr import _external
+    from inr.data.pointclouds import read_cloud, write_cloud
+    from inr.errors import InputError
+
+    with pytest.raises(InputError, match=r"unsupported point-cloud format \.e57 to write"):
+        write_cloud(tmp_path / "out.e57", np.eye(3))
+    _two_station_file(tmp_path / "scan.e57")
+    monkeypatch.setitem(_external._PROBES, "pye57", (None, "ModuleNotFoundError: hidden by the test"))
+    with pytest.raises(InputError, match=r"E57 files need pye57: pye57 is not usable .*pip install 'inr\[e57\]'"):
+        read_cloud(tmp_path / "scan.e57")
+
+
+def test_denoise_a_two_station_e57_scan(tmp_path):
+    # a noisy sphere scanned from two stations (each half in its own frame) in, a PLY out: the
+    # halves meet in the common frame and the points come back nearer the sphere
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud
+
+    rng = np.random.default_rng(2)
+    sphere = rng.normal(size=(3000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    noisy = sphere + rng.normal(scale=0.02, size=sphere.shape)
+    east = noisy[:, 0] > 0
+    station = np.array([3.0, 0, 0])
+    local_b = noisy[~east] - station
+    unturned = np.stack([local_b[:, 1], -local_b[:, 0], local_b[:, 2]], 1)  # B's frame: a quarter turn back
+    path = tmp_path / "scan.e57"
+    e57 = pye57.E57(str(path), mode="w")
+    e57.write_scan_raw(_scan(noisy[east]), name="A", translation=SITE)
+    e57.write_scan_raw(_scan(unturned), name="B", rotation=QUARTER_TURN_Z, translation=SITE + station)
+    e57.close()
+    out = tmp_path / "clean.ply"
+    assert main(["pointcloud", "denoise", str(path), str(out), "--no-progress"]) == 0
+    points, _ = read_cloud(out)
+    radius = np.linalg.norm(points - SITE, axis=1)
+    before = np.abs(np.linalg.norm(noisy, axis=1) - 1).mean()
+    assert len(points) == 3000 and np.abs(radius - 1).mean() < 0.6 * before
