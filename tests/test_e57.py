@@ -54,7 +54,7 @@ def test_registered_scans_read_in_the_common_frame(tmp_path):
     assert read_oriented_cloud(path)[1] is None
 
 
-@pytest.mark.parametrize("case", ["not E57", "empty file", "cut short"])
+@pytest.mark.parametrize("case", ["not E57", "empty file", "cut short", "no scans"])
 def test_broken_e57_files_give_one_line_exit_2(tmp_path, case, capsys):
     from inr.cli import main
 
@@ -63,13 +63,16 @@ def test_broken_e57_files_give_one_line_exit_2(tmp_path, case, capsys):
         bad.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(4000))
     elif case == "empty file":
         bad.write_bytes(b"")
-    else:
+    elif case == "cut short":
         _two_station_file(bad)
         bad.write_bytes(bad.read_bytes()[:5000])
+    else:
+        pye57.E57(str(bad), mode="w").close()  # a valid file that holds no scan
     out = tmp_path / "out.ply"
     assert main(["pointcloud", "denoise", str(bad), str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"inr: error: {bad}: ") and "E57" in err and err.count("\n") == 1, err
+    message = "holds no scans" if case == "no scans" else "is not a readable E57 file"
+    assert err.startswith(f"inr: error: {bad}: {message}") and err.count("\n") == 1, err
     assert not out.exists()
 
 

@@ -7,7 +7,8 @@ are joined, as a registered project exports them. Points a scanner marks invalid
 cartesianInvalidState or sphericalInvalidState: no return) are left out, and scans stored as
 range, azimuth and elevation become x, y, z. Colours (colorRed/Green/Blue) are scaled by the
 maxima the scan's header declares (255 where it declares none); a file whose scans do not all
-have colours reads without them. E57 has no standard field for normals.
+have colours reads without them. Normals (the `nor:` extension) are not read: pye57 does not
+read that field.
 """
 
 from __future__ import annotations
