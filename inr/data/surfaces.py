@@ -53,7 +53,7 @@ def read_mesh(path) -> "object":
     if suffix not in MESH_FORMATS:
         raise InputError(path, f"unsupported mesh format {suffix or '(none)'}; use one of {', '.join(MESH_FORMATS)}")
     try:
-        geom = trimesh.load(path, process=True)
+        geom = trimesh.load(path, process=False)  # processing would drop NaN vertices and their faces quietly
     except Exception as exc:  # trimesh raises many types for bad files
         raise InputError(path, f"cannot be read as a mesh ({type(exc).__name__}: {exc})") from None
     if isinstance(geom, trimesh.Scene):
@@ -62,10 +62,12 @@ def read_mesh(path) -> "object":
         if suffix == ".ply":
             return None
         raise InputError(path, "holds no faces")
+    bad = ~np.isfinite(geom.vertices).all(1)
+    if bad.any():
+        raise InputError(path, f"{int(bad.sum())} of {len(bad)} vertices have NaN or infinite coordinates (first: vertex {int(np.argmax(bad))})")
+    geom.process()  # merge duplicate vertices, as loading with process=True does
     if suffix == ".ply":
         check_ply_faces(path, len(geom.faces))
-    if not np.isfinite(geom.vertices).all():
-        raise InputError(path, "has NaN or infinite vertex coordinates")
     if geom.area <= 0:
         raise InputError(path, "has faces of zero total area")
     return geom
