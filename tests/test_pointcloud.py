@@ -926,3 +926,28 @@ def test_pointcloud_train_with_ddp_on_two_cpu_processes(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     m = json.loads((out / "metrics.json").read_text())
     assert m["devices"] == 2 and m["steps"] == 2 and (out / "model.pt").is_file()
+
+
+def test_training_meshes_are_read_as_fit_sdf_reads_them(tmp_path):
+    # `pointcloud train --meshes DIR` reads each file with read_mesh: a good mesh loads with its
+    # faces, a NaN vertex (which trimesh's processing would drop with three faces) and a PLY that
+    # holds only points are each refused naming the file
+    import trimesh
+
+    from inr.errors import InputError
+    from inr.tasks.pointcloud_train import load_meshes
+
+    good = tmp_path / "good"
+    good.mkdir()
+    trimesh.creation.icosphere(2).export(good / "ball.obj")
+    meshes = load_meshes(good)
+    assert len(meshes) == 1 and len(meshes[0].faces) == 320 and abs(meshes[0].area - trimesh.creation.icosphere(2).area) < 1e-6  # OBJ keeps 8 decimals
+    (tmp_path / "nan").mkdir()
+    (tmp_path / "nan" / "tet.obj").write_text("v 0 0 0\nv nan 0 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\nf 1 3 4\nf 1 2 4\nf 2 3 4\n")
+    with pytest.raises(InputError, match=r"tet\.obj: 1 of 4 vertices have NaN or infinite coordinates"):
+        load_meshes(tmp_path / "nan")
+    (tmp_path / "pts").mkdir()
+    (tmp_path / "pts" / "cloud.ply").write_text("ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                                                "property float z\nend_header\n0 0 0\n1 0 0\n0 1 0\n")
+    with pytest.raises(InputError, match=r"cloud\.ply: holds no faces \(a point cloud\); training needs meshes"):
+        load_meshes(tmp_path / "pts")

@@ -29,18 +29,17 @@ MESH_SUFFIXES = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
 
 
 def load_meshes(folder: Path) -> List[Any]:
-    import trimesh
+    """Every mesh file under `folder`, read as fit-sdf reads meshes (`read_mesh`: bad files,
+    NaN vertices and faceless files are InputErrors naming the file)."""
+    from ..data.surfaces import read_mesh
 
     if not folder.is_dir():
         raise InputError(folder, "no such folder")
     meshes = []
     for path in sorted(p for p in folder.rglob("*") if p.suffix.lower() in MESH_SUFFIXES):
-        try:
-            mesh = trimesh.load(path, force="mesh", process=True)
-        except Exception as exc:  # trimesh raises many types for bad files
-            raise InputError(path, f"cannot be read as a mesh ({exc})") from None
-        if len(mesh.faces) == 0 or mesh.area <= 0:
-            raise InputError(path, "has no surface (no faces)")
+        mesh = read_mesh(path)
+        if mesh is None:  # a PLY point cloud
+            raise InputError(path, "holds no faces (a point cloud); training needs meshes")
         meshes.append(mesh)
     if not meshes:
         raise InputError(folder, f"holds no mesh files ({', '.join(MESH_SUFFIXES)})")
