@@ -13,3 +13,10 @@ class InputError(Exception):
         self.path = None if path is None else str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when the message is empty): what
+    an InputError quotes of a library's error."""
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__

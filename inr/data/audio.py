@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import InputError
+from ..errors import InputError, first_line
 from .signal import Signal
 
 
@@ -35,7 +35,7 @@ def read_audio(path: str | Path, max_seconds: float | None = None) -> AudioSigna
     try:
         data, rate = sf.read(str(p), dtype="float32", always_2d=True)
     except Exception as exc:  # soundfile raises LibsndfileError/RuntimeError/TypeError
-        raise InputError(p, f"cannot be read as audio ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise InputError(p, f"cannot be read as audio ({first_line(exc)})") from None
     if max_seconds is not None:
         data = data[: int(max_seconds * rate)]
     if data.shape[0] < 2:

@@ -14,7 +14,7 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
-from ..errors import InputError
+from ..errors import InputError, first_line
 from .cameras import Lens, normalise_poses
 
 MODEL_FILES = ("cameras", "images", "points3D")
@@ -95,7 +95,7 @@ def load_colmap(root: Path, downscale: int = 1, holdout_every: int = 8, poses: O
     try:
         rec = pycolmap.Reconstruction(str(model))
     except Exception as exc:  # pycolmap raises RuntimeError/ValueError on bad files
-        raise InputError(model, f"cannot be read as a COLMAP model ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise InputError(model, f"cannot be read as a COLMAP model ({first_line(exc)})") from None
     img_dir = root / "images"
     registered = sorted((img for img in rec.images.values() if img.has_pose), key=lambda im: im.name)
     if not registered:

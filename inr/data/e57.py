@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, first_line
 
 E57_FORMATS = (".e57",)
 _COLOURS = ("colorRed", "colorGreen", "colorBlue")
@@ -39,7 +39,7 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], None]:
     try:
         e57 = pye57.E57(str(path), mode="r")
     except Exception as exc:  # libE57Format raises its own exception type for a bad or short file
-        raise InputError(path, f"is not a readable E57 file ({_first_line(exc)})") from None
+        raise InputError(path, f"is not a readable E57 file ({first_line(exc)})") from None
     try:
         count = e57.scan_count
         if count == 0:
@@ -51,7 +51,7 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], None]:
             try:
                 scan = e57.read_scan(i, colors=has_colours, transform=True, ignore_missing_fields=True)
             except Exception as exc:
-                raise InputError(path, f"scan {i} could not be read ({_first_line(exc)})") from None
+                raise InputError(path, f"scan {i} could not be read ({first_line(exc)})") from None
             points.append(np.stack([np.asarray(scan[k], np.float64) for k in ("cartesianX", "cartesianY", "cartesianZ")], 1))
             if has_colours:
                 raw = np.stack([np.asarray(scan[c], np.float64) for c in _COLOURS], 1)
@@ -72,8 +72,3 @@ def _colour_maxima(header) -> np.ndarray:
             if limits.isDefined(name) and float(limits[name].value()) > 0:
                 out[j] = float(limits[name].value())
     return out
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
