@@ -416,7 +416,7 @@ def test_voxel_features_hand_computed_with_and_without_moments():
     assert torch.equal(plain.keys, torch.sort(plain.keys).values) and torch.equal(plain.keys, pack_keys(plain.coords, plain.batch))
 
 
-def test_weights_without_moments_seed_a_model_with_them_unchanged():
+def test_seed_weights_adds_moment_channels_and_takes_another_view():
     # fine-tuning a model that reads the moments from weights that do not: the new input
     # channels start at zero weight, so the seeded model gives the old one's output exactly
     from dataclasses import replace
@@ -438,6 +438,12 @@ def test_weights_without_moments_seed_a_model_with_them_unchanged():
     assert stem.shape[1] == 11 and int(torch.count_nonzero(stem[:, 5:])) == 0
     with pytest.raises(InputError, match="other settings"):
         seed_weights(old, new, "new.pt")  # the other way round would drop what the model learned
+    # stage 2's view (how many points, how far) may differ: the parameters are the same ones
+    wide = Reconstructor(replace(cfg, moments=True, neighbours=24, reach=3.0), 12.0)
+    seed_weights(wide, new, "new.pt")
+    assert all(torch.equal(wide.state_dict()[k], v) for k, v in new.state_dict().items())
+    with pytest.raises(InputError, match="other settings"):
+        seed_weights(Reconstructor(replace(cfg, moments=True, points_per_voxel=4), 12.0), new, "new.pt")
 
 
 def test_chamfer_loss_value_and_gradient():

@@ -25,24 +25,23 @@ from ..pointcloud.shapes import Corruption, _rotation, corrupt, open_cut, random
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
 
-MESH_SUFFIXES = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
 
 
 def load_meshes(folder: Path) -> List[Any]:
     """Every mesh file under `folder`, read as fit-sdf reads meshes (`read_mesh`: bad files,
     NaN vertices and faceless files are InputErrors naming the file)."""
-    from ..data.surfaces import read_mesh
+    from ..data.surfaces import MESH_FORMATS, read_mesh
 
     if not folder.is_dir():
         raise InputError(folder, "no such folder")
     meshes = []
-    for path in sorted(p for p in folder.rglob("*") if p.suffix.lower() in MESH_SUFFIXES):
+    for path in sorted(p for p in folder.rglob("*") if p.suffix.lower() in MESH_FORMATS):
         mesh = read_mesh(path)
         if mesh is None:  # a PLY point cloud
             raise InputError(path, "holds no faces (a point cloud); training needs meshes")
         meshes.append(mesh)
     if not meshes:
-        raise InputError(folder, f"holds no mesh files ({', '.join(MESH_SUFFIXES)})")
+        raise InputError(folder, f"holds no mesh files ({', '.join(MESH_FORMATS)})")
     return meshes
 
 
@@ -126,13 +125,15 @@ class PointCloudModule(L.LightningModule):
 
 def seed_weights(model: Reconstructor, start: Reconstructor, source: str) -> None:
     """Copy `start`'s weights into `model` (fine-tuning). The settings must match, except that
-    weights without the moment features may seed a model with them: their input channels start
-    at zero weight, so the model starts as the one it came from."""
+    weights without the moment features may seed a model with them (their input channels start
+    at zero weight, so the model starts as the one it came from), and stage 2's view (how many
+    input points it reads, and how far) may differ: it does not change the parameters."""
     state = start.state_dict()
-    if not start.cfg.moments and model.cfg.moments and replace(start.cfg, moments=True) == model.cfg:
+    view = {"neighbours": model.cfg.neighbours, "reach": model.cfg.reach}
+    if not start.cfg.moments and model.cfg.moments and replace(start.cfg, moments=True, **view) == model.cfg:
         w = state["stage1.stem.conv.weight"]  # (kernel, in, out)
         state["stage1.stem.conv.weight"] = torch.cat([w, w.new_zeros(w.shape[0], model.stage1.in_features - w.shape[1], w.shape[2])], 1)
-    elif start.cfg != model.cfg:
+    elif replace(start.cfg, **view) != model.cfg:
         raise InputError(source, "holds a model of other settings than the preset's field")
     model.load_state_dict(state)
 
