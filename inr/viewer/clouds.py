@@ -12,30 +12,21 @@ import numpy as np
 
 from ..errors import InputError
 
-MESH_SUFFIXES = (".obj", ".off", ".stl", ".glb", ".gltf")
 MAX_POINTS = 2_000_000  # more are subsampled for the browser (shown in the panel)
 
 
 def load_geometry(path: Path):
-    """('mesh', trimesh) or ('points', (points, colours or None, normals or None)) of a file."""
-    import trimesh
+    """('mesh', trimesh) or ('points', (points, colours or None, normals or None)) of a file.
+    Meshes are read as `fit-sdf` reads them (`read_mesh`: NaN vertices, faces cut short and
+    empty meshes are refused); a PLY without faces is read as a cloud."""
+    from ..data.surfaces import MESH_FORMATS, read_mesh
 
-    suffix = path.suffix.lower()
     if not path.is_file():
         raise InputError(path, "no such file")
-    if suffix in MESH_SUFFIXES or suffix == ".ply":
-        try:
-            loaded = trimesh.load(path, force="mesh", process=False) if suffix != ".ply" else trimesh.load(path, process=False)
-        except Exception as exc:  # trimesh raises many kinds on a broken file
-            raise InputError(path, f"cannot be read ({type(exc).__name__}: {exc})") from None
-        if isinstance(loaded, trimesh.Trimesh) and len(loaded.faces):
-            if suffix == ".ply":
-                from ..data.pointclouds import check_ply_faces
-
-                check_ply_faces(path, len(loaded.faces))
-            return "mesh", loaded
-        if suffix != ".ply":
-            raise InputError(path, "holds no triangles")
+    if path.suffix.lower() in MESH_FORMATS:
+        mesh = read_mesh(path)
+        if mesh is not None:
+            return "mesh", mesh
     from ..data.pointclouds import read_oriented_cloud
 
     return "points", read_oriented_cloud(path, duplicates="drop", bad_normals="ignore")
