@@ -26,7 +26,6 @@ from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
 
 
-
 def load_meshes(folder: Path) -> List[Any]:
     """Every mesh file under `folder`, read as fit-sdf reads meshes (`read_mesh`: bad files,
     NaN vertices and faceless files are InputErrors naming the file)."""
