@@ -18,5 +18,5 @@ class InputError(Exception):
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (its type's name when the message is empty): what
     an InputError quotes of a library's error."""
-    text = str(exc)
+    text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

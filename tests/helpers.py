@@ -31,3 +31,8 @@ def run_without_native(code: str) -> str:
 
     env = {**os.environ, "INR_NATIVE": "0"}
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+
+
+NAN_TETRAHEDRON = "v 0 0 0\nv nan 0 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\nf 1 3 4\nf 1 2 4\nf 2 3 4\n"
+"""An OBJ tetrahedron whose vertex 1 (of 0-3) is NaN: trimesh's processing would drop it and
+three faces quietly; the mesh readers must refuse it."""

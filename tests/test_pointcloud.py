@@ -943,13 +943,15 @@ def test_training_meshes_are_read_as_fit_sdf_reads_them(tmp_path):
     from inr.errors import InputError
     from inr.tasks.pointcloud_train import load_meshes
 
+    from .helpers import NAN_TETRAHEDRON
+
     good = tmp_path / "good"
     good.mkdir()
     trimesh.creation.icosphere(2).export(good / "ball.obj")
     meshes = load_meshes(good)
     assert len(meshes) == 1 and len(meshes[0].faces) == 320 and abs(meshes[0].area - trimesh.creation.icosphere(2).area) < 1e-6  # OBJ keeps 8 decimals
     (tmp_path / "nan").mkdir()
-    (tmp_path / "nan" / "tet.obj").write_text("v 0 0 0\nv nan 0 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\nf 1 3 4\nf 1 2 4\nf 2 3 4\n")
+    (tmp_path / "nan" / "tet.obj").write_text(NAN_TETRAHEDRON)
     with pytest.raises(InputError, match=r"tet\.obj: 1 of 4 vertices have NaN or infinite coordinates"):
         load_meshes(tmp_path / "nan")
     (tmp_path / "pts").mkdir()

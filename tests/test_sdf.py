@@ -336,8 +336,10 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, capsys):
     text = trimesh.creation.icosphere(2).export(file_type="ply", encoding="ascii")
     text = text.decode() if isinstance(text, bytes) else text
     (tmp_path / "cut.ply").write_text(text[: len(text) * 3 // 4])  # 320 faces declared, some read
+    from .helpers import NAN_TETRAHEDRON
+
     # a tetrahedron with a NaN vertex: trimesh's processing would drop it and three faces quietly
-    (tmp_path / "nan.obj").write_text("v 0 0 0\nv nan 0 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\nf 1 3 4\nf 1 2 4\nf 2 3 4\n")
+    (tmp_path / "nan.obj").write_text(NAN_TETRAHEDRON)
     for path, words in ((tmp_path / "bad.ply", "bad.ply"), (tmp_path / "few.xyz", "at least 10"),
                         (tmp_path / "none.obj", "no such file"), (tmp_path / "x.dat", "unsupported format"),
                         (tmp_path / "cut.ply", "of the 320 faces its header declares"),

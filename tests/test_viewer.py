@@ -148,8 +148,10 @@ def test_view_command_refuses_bad_input(tmp_path, capsys):
     (tmp_path / "cut.ply").write_text(text[: len(text) * 3 // 4])  # a mesh cut short in its faces
     assert main(["view", str(tmp_path / "cut.ply")]) == 2
     assert "cut.ply: holds" in capsys.readouterr().err
+    from .helpers import NAN_TETRAHEDRON
+
     # a mesh with a NaN vertex is refused as fit-sdf refuses it, not sent to the browser
-    (tmp_path / "nan.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nv nan 0 1\nf 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n")
+    (tmp_path / "nan.obj").write_text(NAN_TETRAHEDRON)
     assert main(["view", str(tmp_path / "nan.obj")]) == 2
     err = capsys.readouterr().err
     assert "nan.obj: 1 of 4 vertices have NaN" in err and "Traceback" not in err
