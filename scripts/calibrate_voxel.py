@@ -183,7 +183,7 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     r, whole = passes[float(model.noise_voxel)]
     scores = {}
     for s in SCALES:
-        pts = model.reconstruct(x, voxel=base * s)[0].double().numpy()
+        pts = model.reconstruct(x, voxel=base * s, noise=r * base if r == r else None)[0].double().numpy()  # the noise, for weights that read it
         scores[s] = compare(mls_fill(pts, 4 * len(noisy)), clean, 1.0)["chamfer_l1"] / c_in
     print(f"{about}: residual {r:.3f} voxels, " + " ".join(f"{s}:{v:.3f}" for s, v in scores.items()), flush=True)
     return {**about, "residual": r, "readings": readings, "noise_density": float(model.noise_density), "whole_read": whole,

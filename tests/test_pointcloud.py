@@ -446,6 +446,77 @@ def test_seed_weights_adds_moment_channels_and_takes_another_view():
         seed_weights(Reconstructor(replace(cfg, moments=True, points_per_voxel=4), 12.0), new, "new.pt")
 
 
+def test_noise_level_channels_and_seeding_a_model_that_reads_it():
+    # the noise level (in voxels) and a flag on every candidate, zeros when not given; weights
+    # without it seed a model with it (the new channels at zero weight: the same output, with
+    # or without the level), after the moments, which may come with it
+    from dataclasses import replace
+
+    from inr.errors import InputError
+    from inr.pointcloud.network import ReconstructionConfig
+    from inr.pointcloud.reconstruct import Reconstructor, candidate_input
+    from inr.tasks.pointcloud_train import seed_weights
+
+    u = torch.tensor([[0.1, 0.2, 0.3], [0.5, 0.2, 0.9], [2.25, 0.5, 0.75]])
+    given, unknown = candidate_input(u, True, True, 0.7), candidate_input(u, True, True, None)
+    assert given.feats.shape == (45, 13)
+    torch.testing.assert_close(given.feats[:, :11], candidate_input(u, moments=True).feats)
+    torch.testing.assert_close(given.feats[:, 11:], torch.tensor([[0.7, 1.0]]).expand(45, 2))
+    assert float(unknown.feats[:, 11:].abs().max()) == 0.0
+    assert candidate_input(u, False, True, 0.7).feats.shape[1] == 7
+
+    torch.manual_seed(0)
+    cfg = ReconstructionConfig(width=8, d_model=16, heads=2, layers=1, neighbours=8)
+    noisy, _ = _fixed_pair()
+    for start_cfg in (cfg, replace(cfg, moments=True)):
+        old = Reconstructor(start_cfg, 12.0).eval()
+        old.stage1.stem.conv.weight.data.normal_()  # every old channel matters
+        new = Reconstructor(replace(cfg, moments=True, noise_input=True), 12.0)
+        seed_weights(new, old, "old.pt")
+        stem, was = new.stage1.stem.conv.weight.detach(), old.stage1.stem.conv.weight.detach()
+        assert torch.equal(stem[:, :was.shape[1]], was) and int(torch.count_nonzero(stem[:, was.shape[1]:])) == 0
+        a = old.reconstruct(noisy, adaptive=False)[0]
+        for noise in (None, 0.05):
+            assert len(a) > 0 and torch.equal(a, new.eval().reconstruct(noisy, adaptive=False, noise=noise)[0])
+    with pytest.raises(InputError, match="other settings"):
+        seed_weights(Reconstructor(replace(cfg, moments=True), 12.0), new, "new.pt")  # it would drop the level
+
+
+def test_reconstruct_gives_a_noise_reading_network_the_level_its_first_pass_read(monkeypatch):
+    from dataclasses import replace
+
+    from inr.pointcloud.network import ReconstructionConfig
+    from inr.pointcloud.reconstruct import Reconstructor
+
+    torch.manual_seed(0)
+    model = Reconstructor(replace(ReconstructionConfig(width=8, d_model=16, heads=2, layers=1, neighbours=8),
+                                  noise_input=True), 12.0).eval()
+    calls, run = [], Reconstructor._run
+
+    def recording(self, noisy, frame, *args):
+        calls.append((frame.voxel, args[4] if len(args) > 4 else None))  # (threshold, tile, margin, progress, noise)
+        return run(self, noisy, frame, *args)
+
+    monkeypatch.setattr(Reconstructor, "_run", recording)
+    noisy, _ = _fixed_pair()
+    level, scale = model.voxel_reading(noisy)
+    calls.clear()
+    model.reconstruct(noisy)
+    base = calls[0][0]
+    assert calls[0][1] is None  # the first pass reads the level without it
+    assert calls[1][0] == pytest.approx(base * scale) and calls[1][1] == pytest.approx(level * base)  # world units
+    assert all(n == pytest.approx(level * base) for _, n in calls[2:])  # a gap-filling base pass, if any
+    calls.clear()
+    model.reconstruct(noisy, adaptive=False)  # still read: the network needs it
+    assert [n is None for _, n in calls] == [True, False] and calls[1][0] == pytest.approx(base)
+    calls.clear()
+    model.reconstruct(noisy, voxel=0.1)  # a voxel set by hand: no first pass, no level
+    assert calls == [(0.1, None)]
+    calls.clear()
+    model.reconstruct(noisy, voxel=0.1, noise=0.02)
+    assert calls == [(0.1, 0.02)]
+
+
 def test_chamfer_loss_value_and_gradient():
     from inr.pointcloud.reconstruct import chamfer
 
@@ -480,6 +551,35 @@ def test_pointcloud_train_cli_writes_loadable_weights(tmp_path, capsys):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="not a point-cloud weights file"):
         load_weights(tmp_path / "bad.pt")
+
+
+def test_training_a_noise_reading_network_gives_it_the_level_it_reads(tmp_path, monkeypatch):
+    # each step reads the pair's noise level with the network itself, in the training frame's
+    # voxels, and gives it (or, NOISE_UNKNOWN_SHARE of the steps, none)
+    from inr.cli import main
+    from inr.pointcloud.reconstruct import Reconstructor, make_frame
+    from inr.tasks import pointcloud_train
+    from inr.tasks.pointcloud_train import load_weights
+
+    seen, forward = [], Reconstructor.forward
+
+    def recording(self, noisy, clean, on_predicted=True, noise=None):
+        if self.training:
+            expected = self.noise_level(noisy, make_frame(noisy, self.voxels_per_diagonal).voxel)
+            seen.append((noise, expected))
+        return forward(self, noisy, clean, on_predicted, noise)
+
+    monkeypatch.setattr(Reconstructor, "forward", recording)
+    monkeypatch.setattr(pointcloud_train, "NOISE_UNKNOWN_SHARE", 0.0)
+    tiny = ["--set", "train.dense_points=3000", "--set", "train.shape_pool=2", "--set", "model.width=8",
+            "--set", "model.d_model=16", "--set", "model.layers=1", "--set", "model.noise_input=true"]
+    assert main(["pointcloud", "train", "--steps", "2", "--out", str(tmp_path / "run"), "--no-progress", *tiny]) == 0
+    assert len(seen) == 2 and all(n is not None and n == pytest.approx(e, rel=1e-5) and n > 0 for n, e in seen)
+    assert load_weights(tmp_path / "run" / "model.pt").cfg.noise_input
+    seen.clear()
+    monkeypatch.setattr(pointcloud_train, "NOISE_UNKNOWN_SHARE", 1.0)
+    assert main(["pointcloud", "train", "--steps", "1", "--out", str(tmp_path / "run2"), "--no-progress", *tiny]) == 0
+    assert [n for n, _ in seen] == [None]
 
 
 @pytest.fixture(scope="module")

@@ -47,6 +47,12 @@ class ReconstructionConfig:
     in voxel units squared, x4): the points' spread, which the mean offset cannot show, meant to
     tell noise from a thin part's thickness. On in the shipped weights and their preset (off
     here, as in weights from before it existed: files record their own setting)."""
+    noise_input: bool = False
+    """Stage 1 also reads the cloud's noise level, as `reconstruct` reads it from a first pass
+    (in voxels of the pass), and a flag that says it is given (0 and 0 when not: the first pass
+    itself, or a voxel set by hand). A spread wider than the noise then tells a thin part's
+    thickness, which the points alone do not: on a plate 2-3 sigma thick the reading is all a
+    network without it has, and it reads the thickness as noise."""
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -111,14 +117,15 @@ class VoxelNet(nn.Module):
 
     IN_FEATURES = 5  # log(1 + count), mean offset (3), is_input
     MOMENT_FEATURES = 6  # with cfg.moments: covariance xx, yy, zz, xy, xz, yz
+    NOISE_FEATURES = 2  # with cfg.noise_input: the noise level in voxels, whether it is given
 
     @classmethod
-    def input_width(cls, moments: bool) -> int:
-        return cls.IN_FEATURES + cls.MOMENT_FEATURES * moments
+    def input_width(cls, moments: bool, noise_input: bool = False) -> int:
+        return cls.IN_FEATURES + cls.MOMENT_FEATURES * moments + cls.NOISE_FEATURES * noise_input
 
     def __init__(self, cfg: ReconstructionConfig) -> None:
         super().__init__()
-        self.in_features = self.input_width(cfg.moments)
+        self.in_features = self.input_width(cfg.moments, cfg.noise_input)
         self.stem = _Block(self.in_features, cfg.width)
         self.hourglasses = nn.ModuleList([Hourglass(cfg.width, cfg.depth) for _ in range(cfg.hourglasses)])
         self.mix = nn.ModuleList([nn.Linear(cfg.width + 1, cfg.width) for _ in range(cfg.hourglasses - 1)])

@@ -224,11 +224,14 @@ MOMENT_PAIRS = ([0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2])
 """Coordinate pairs of the covariance features: xx, yy, zz, xy, xz, yz."""
 
 
-def candidate_input(u: torch.Tensor, moments: bool = False) -> SparseTensor:
+def candidate_input(u: torch.Tensor, moments: bool = False, noise_input: bool = False,
+                    noise: Optional[float] = None) -> SparseTensor:
     """Candidate voxels (input voxels and their neighbours) of points u (N, 3) in voxel units,
-    with features [log(1 + count), mean offset of the points from the centre (3), is_input] and,
+    with features [log(1 + count), mean offset of the points from the centre (3), is_input];
     with `moments`, the covariance of the voxel's points about their mean (xx, yy, zz, xy, xz,
-    yz; x4, so that points spread evenly over the voxel give 1/3 on the diagonal)."""
+    yz; x4, so that points spread evenly over the voxel give 1/3 on the diagonal); with
+    `noise_input`, on every candidate, the cloud's `noise` in voxels and 1, or 0 and 0 when it
+    is not given (None)."""
     ijk = torch.floor(u).long()
     dev = u.device
     zeros = torch.zeros(len(u), dtype=torch.long, device=dev)
@@ -241,7 +244,7 @@ def candidate_input(u: torch.Tensor, moments: bool = False) -> SparseTensor:
     coords, batch, is_input = candidate_sites(in_coords, torch.zeros(len(in_keys), dtype=torch.long, device=dev))
     keys = pack_keys(coords, batch)
     pos = torch.searchsorted(in_keys, keys).clamp(max=len(in_keys) - 1)
-    feats = torch.zeros(len(coords), VoxelNet.input_width(moments), device=dev)
+    feats = torch.zeros(len(coords), VoxelNet.input_width(moments, noise_input), device=dev)
     rows = is_input.nonzero()[:, 0]
     src = pos[rows]
     feats[rows, 0] = torch.log1p(counts[src].float())
@@ -251,7 +254,9 @@ def candidate_input(u: torch.Tensor, moments: bool = False) -> SparseTensor:
         d = rel - mean[inverse]
         i, j = MOMENT_PAIRS
         cov = torch.zeros(len(in_keys), 6, device=dev).index_add_(0, inverse, d[:, i] * d[:, j]) / n
-        feats[rows, 5:] = 4.0 * cov[src]
+        feats[rows, 5:11] = 4.0 * cov[src]
+    if noise_input and noise is not None:
+        feats[:, -2:] = torch.tensor([float(noise), 1.0], device=dev)
     return SparseTensor(coords, feats, batch, _sorted_keys=keys)
 
 
@@ -314,15 +319,17 @@ class Reconstructor(nn.Module):
         knots = self.voxel_rule if whole else self.share_rule
         return tuple((round(x, 6), round(y, 6)) for x, y in knots.tolist())  # float32 -> the stored decimals
 
-    def forward(self, noisy: torch.Tensor, clean: torch.Tensor, on_predicted: bool = True) -> Dict[str, torch.Tensor]:
+    def forward(self, noisy: torch.Tensor, clean: torch.Tensor, on_predicted: bool = True,
+                noise: Optional[float] = None) -> Dict[str, torch.Tensor]:
         """Losses of one pair. Stage 2 places points in the true voxels and, with on_predicted,
         also in the voxels stage 1 wrongly predicts occupied: there, as at inference, its points
-        must move to the nearby surface."""
+        must move to the nearby surface. `noise`: the cloud's noise in base voxels, for weights
+        that read it (`noise_input`; None: not given)."""
         frame = make_frame(noisy, self.voxels_per_diagonal)
         if self.training:
             self.max_density.fill_(max(float(self.max_density), density(noisy, frame.voxel)))
         u, v = to_voxel_units(noisy, frame), to_voxel_units(clean, frame)
-        x = candidate_input(u, self.cfg.moments)
+        x = candidate_input(u, self.cfg.moments, self.cfg.noise_input, noise)
         out = self.stage1(x)
         gt_keys = torch.unique(pack_keys(torch.floor(v).long(), torch.zeros(len(v), dtype=torch.long, device=v.device)))
         target = torch.isin(x.keys, gt_keys).float()
@@ -344,7 +351,7 @@ class Reconstructor(nn.Module):
     @torch.no_grad()
     def reconstruct(self, noisy: torch.Tensor, threshold: float = 0.5, voxel: Optional[float] = None,
                     tile: int = TILE, margin: int = MARGIN, progress: bool = False,
-                    adaptive: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+                    adaptive: bool = True, noise: Optional[float] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         """(points (V * K, 3) in world units, voxel index (V * K,)) of the predicted surface.
 
         voxel: the voxel side in world units. Default: the base voxel of the module docstring's
@@ -355,29 +362,38 @@ class Reconstructor(nn.Module):
         progress bar on stderr when `progress` is set. `noisy` may be on any device and of any
         float dtype: the model runs on its own device in float32, on the cloud taken relative to
         its box centre (so float64 coordinates far from the origin, such as georeferenced scans,
-        keep their detail); the points come back on noisy's device, in its dtype."""
+        keep their detail); the points come back on noisy's device, in its dtype.
+
+        Weights that read the noise level (`noise_input`) get `noise` (world units) when given;
+        else, unless `voxel` is given, the level the first pass read (that pass runs without
+        it, and even when `adaptive` is off); else none. Other weights ignore `noise`."""
         home, dtype = noisy.device, noisy.dtype
         noisy, origin = self._local(noisy)
         noisy, frame = self._framed(noisy, voxel)
         # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
         # density-capped voxel may still be coarse for its noise
         first, base, scale, whole_read = None, frame.voxel, 1.0, False
-        if voxel is None and adaptive:
+        if voxel is None and (adaptive or (self.cfg.noise_input and noise is None)):
             first, level, whole_read = self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress)
-            scale = voxel_scale(level, self.rule_for(whole_read))
-        # the first pass is the base-voxel pass when it ran there, on the whole cloud, at the same threshold
-        base_pass = first if whole_read and float(self.noise_voxel) == 1.0 and threshold == 0.5 else None
+            if adaptive:
+                scale = voxel_scale(level, self.rule_for(whole_read))
+            if noise is None and level == level:  # NaN: the first pass found no surface
+                noise = level * base
+        given = noise if self.cfg.noise_input else None  # world units
+        # the first pass is the base-voxel pass when it ran there, on the whole cloud, at the same
+        # threshold, and without a noise level that this network reads
+        base_pass = first if whole_read and float(self.noise_voxel) == 1.0 and threshold == 0.5 and given is None else None
         if scale == 1.0 and base_pass is not None:
             pts = base_pass
         else:
-            pts = self._run(noisy, Frame(frame.centre, base * scale), threshold, tile, margin, progress)
+            pts = self._run(noisy, Frame(frame.centre, base * scale), threshold, tile, margin, progress, given)
         k = self.cfg.points_per_voxel
         voxel_index = torch.arange(len(pts) // k, device=noisy.device).repeat_interleave(k)
         # the first pass shows whether the finer pass left gaps where it has surface; a first pass on
         # a share of the cloud cannot (a share thins sparse parts most), so then the base pass runs
         if scale < 1.0 and (not whole_read or fill_gaps(pts, first, noisy, base).any()):
             # fill the gaps from a pass at the base voxel
-            whole = base_pass if base_pass is not None else self._run(noisy, Frame(frame.centre, base), threshold, tile, margin, progress)
+            whole = base_pass if base_pass is not None else self._run(noisy, Frame(frame.centre, base), threshold, tile, margin, progress, given)
             add = fill_gaps(pts, whole, noisy, base)
             whole_index = len(pts) // k + torch.arange(len(whole) // k, device=noisy.device).repeat_interleave(k)
             pts, voxel_index = torch.cat([pts, whole[add]]), torch.cat([voxel_index, whole_index[add]])
@@ -440,8 +456,10 @@ class Reconstructor(nn.Module):
         level = float(plane_residuals(queries, surface, NOISE_NEIGHBOURS).median()) / 0.6745 / frame.voxel
         return surface, level, cloud is noisy
 
-    def _run(self, noisy: torch.Tensor, frame: Frame, threshold: float, tile: int, margin: int, progress: bool) -> torch.Tensor:
-        """Both stages on the cloud in `frame`, tile by tile: (V * K, 3) world points."""
+    def _run(self, noisy: torch.Tensor, frame: Frame, threshold: float, tile: int, margin: int, progress: bool,
+             noise: Optional[float] = None) -> torch.Tensor:
+        """Both stages on the cloud in `frame`, tile by tile: (V * K, 3) world points. `noise`: the
+        cloud's noise in world units, for weights that read it (None: not given)."""
         u = to_voxel_units(noisy, frame)
         ijk = torch.floor(u).long()
         lo = ijk.min(0).values - 1  # candidates reach one voxel beyond the points
@@ -454,7 +472,7 @@ class Reconstructor(nn.Module):
         for start in starts:
             near = ((ijk >= start - margin) & (ijk < start + tile + margin)).all(1) if len(starts) > 1 else slice(None)
             u_t = u[near]
-            x = candidate_input(u_t, self.cfg.moments)
+            x = candidate_input(u_t, self.cfg.moments, self.cfg.noise_input, None if noise is None else noise / frame.voxel)
             out = self.stage1(x)
             keep = torch.sigmoid(out.logits[-1]) > threshold
             if len(starts) > 1:

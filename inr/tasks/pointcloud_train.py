@@ -4,7 +4,10 @@ Each step takes one shape: a random synthetic one (`inr.pointcloud.shapes`) or, 
 `train.mesh_share` of the time, a randomly rotated mesh from --meshes (sometimes cut open),
 samples `dense_points` clean points on its surface (the target), corrupts a copy (the input), or
 a `train.scan_share` of the time range-scans it (the target: the surface the scan's cameras
-see), and minimises occupancy BCE (every hourglass) + Chamfer (stage 2).
+see), and minimises occupancy BCE (every hourglass) + Chamfer (stage 2). A network that reads
+the noise level (`field.noise_input`) gets it as `reconstruct` would give it, read from the pair's
+input by the network itself (no gradient), or, NOISE_UNKNOWN_SHARE of the steps, none, as the
+first pass at inference gets none.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from ..errors import InputError
-from ..pointcloud.network import ReconstructionConfig
-from ..pointcloud.reconstruct import LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, Reconstructor
+from ..pointcloud.network import ReconstructionConfig, VoxelNet
+from ..pointcloud.reconstruct import LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, Reconstructor, make_frame
 from ..pointcloud.shapes import Corruption, _rotation, corrupt, open_cut, random_shape, sample_surface, scan_pair, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
+
+NOISE_UNKNOWN_SHARE = 0.25
+"""Share of the steps of a noise-reading network (`field.noise_input`) that give it no noise
+level: its first pass at inference, which reads the level, runs without one."""
 
 
 def load_meshes(folder: Path) -> List[Any]:
@@ -112,7 +119,12 @@ class PointCloudModule(L.LightningModule):
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
         noisy, clean = batch
-        out = self.model(noisy, clean, self.cfg.stage2_on_predicted)
+        noise = None
+        if self.model.cfg.noise_input and float(torch.rand(())) >= NOISE_UNKNOWN_SHARE:
+            # read in the training frame's voxels, as `reconstruct` reads it (a first pass)
+            noise = self.model.noise_level(noisy, make_frame(noisy, self.model.voxels_per_diagonal).voxel)
+            noise = noise if noise == noise else None  # NaN: that pass found no surface
+        out = self.model(noisy, clean, self.cfg.stage2_on_predicted, noise)
         check_loss(out["loss"], self.global_step)
         for k, v in out.items():
             self.log(k, v.detach() if k == "loss" else v, prog_bar=k in ("loss", "accuracy"), on_step=True, on_epoch=False, batch_size=1)
@@ -122,18 +134,35 @@ class PointCloudModule(L.LightningModule):
         return adam_with_decay(self.model.parameters(), self.cfg, getattr(self, "decay_horizon", None))
 
 
+def _input_blocks(cfg: ReconstructionConfig) -> Dict[str, slice]:
+    """Where each group of stage 1's input channels lies, for these settings."""
+    widths = {"points": VoxelNet.IN_FEATURES, "moments": VoxelNet.MOMENT_FEATURES * cfg.moments,
+              "noise": VoxelNet.NOISE_FEATURES * cfg.noise_input}
+    blocks, at = {}, 0
+    for name, width in widths.items():
+        blocks[name], at = slice(at, at + width), at + width
+    return blocks
+
+
 def seed_weights(model: Reconstructor, start: Reconstructor, source: str) -> None:
     """Copy `start`'s weights into `model` (fine-tuning). The settings must match, except that
-    weights without the moment features may seed a model with them (their input channels start
-    at zero weight, so the model starts as the one it came from), and stage 2's view (how many
-    input points it reads, and how far) may differ: it does not change the parameters."""
+    weights without the moment features or the noise level may seed a model with them (their
+    input channels start at zero weight, so the model starts as the one it came from), and stage
+    2's view (how many input points it reads, and how far) may differ: it does not change the
+    parameters."""
     state = start.state_dict()
-    view = {"neighbours": model.cfg.neighbours, "reach": model.cfg.reach}
-    if not start.cfg.moments and model.cfg.moments and replace(start.cfg, moments=True, **view) == model.cfg:
-        w = state["stage1.stem.conv.weight"]  # (kernel, in, out)
-        state["stage1.stem.conv.weight"] = torch.cat([w, w.new_zeros(w.shape[0], model.stage1.in_features - w.shape[1], w.shape[2])], 1)
-    elif replace(start.cfg, **view) != model.cfg:
+    same = {"neighbours": model.cfg.neighbours, "reach": model.cfg.reach,
+            "moments": model.cfg.moments, "noise_input": model.cfg.noise_input}
+    if replace(start.cfg, **same) != model.cfg or (start.cfg.moments and not model.cfg.moments) \
+            or (start.cfg.noise_input and not model.cfg.noise_input):
         raise InputError(source, "holds a model of other settings than the preset's field")
+    w = state["stage1.stem.conv.weight"]  # (kernel, in, out)
+    grown = w.new_zeros(w.shape[0], model.stage1.in_features, w.shape[2])
+    old, new = _input_blocks(start.cfg), _input_blocks(model.cfg)
+    for name, where in old.items():
+        if where.stop > where.start:  # a group the start weights read
+            grown[:, new[name]] = w[:, where]
+    state["stage1.stem.conv.weight"] = grown
     model.load_state_dict(state)
 
 
