@@ -67,6 +67,11 @@ the grid's step) climbed from 0.5 to 0.75 between 0.60 and 0.64, a cliff that se
 nearly the same noise to voxels far apart. Scored on the training records' shapes left out of
 the fit (4 folds by shape, 5 draws, two rules), the mean output/input Chamfer-L1 was 0.4954 at
 0.02, 0.4952 at 0.2, 0.4943 at 0.3, 0.4932 at 0.35, 0.4957 at 0.4 and 0.5003 at 0.45."""
+EMPTY_SCORE = 100.0
+"""The score of a scale at which the network keeps nothing of the cloud (`reconstruct` returns no
+point; the CLI stops with an error there): far above any real score, so that no fitted rule picks
+that scale (a network reading the noise level, told of noise of two voxels at half the base
+voxel, kept nothing of a sparse generator cloud)."""
 READING_VOXELS = (1.5, 1.0, 0.75)
 """First-pass voxels (in base voxels) whose noise readings every record keeps, to compare readings."""
 
@@ -184,7 +189,7 @@ def record(model, noisy: np.ndarray, clean: np.ndarray, about: dict) -> dict:
     scores = {}
     for s in SCALES:
         pts = model.reconstruct(x, voxel=base * s, noise=r * base if r == r else None)[0].double().numpy()  # the noise, for weights that read it
-        scores[s] = compare(mls_fill(pts, 4 * len(noisy)), clean, 1.0)["chamfer_l1"] / c_in
+        scores[s] = compare(mls_fill(pts, 4 * len(noisy)), clean, 1.0)["chamfer_l1"] / c_in if len(pts) else EMPTY_SCORE
     print(f"{about}: residual {r:.3f} voxels, " + " ".join(f"{s}:{v:.3f}" for s, v in scores.items()), flush=True)
     return {**about, "residual": r, "readings": readings, "noise_density": float(model.noise_density), "whole_read": whole,
             "scores": scores}

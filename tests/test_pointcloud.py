@@ -716,6 +716,30 @@ def test_calibrate_voxel_refits_saved_records_at_a_chosen_reading(tmp_path, tiny
         cv.main()
 
 
+def test_calibrate_voxel_scores_a_scale_that_keeps_nothing_as_the_worst(tiny_weights, monkeypatch):
+    # a scale at which the network keeps no point gets EMPTY_SCORE, not a crash, and no rule
+    # fitted to such records picks it
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+    import calibrate_voxel as cv
+
+    from inr.tasks.pointcloud_train import load_weights
+
+    model = load_weights(tiny_weights)
+    noisy, clean = _fixed_pair()
+    real, base = model.reconstruct, model._framed(model._local(noisy)[0])[1].voxel
+
+    def nothing_at_half(x, voxel=None, **kw):
+        return (x[:0], x[:0, 0].long()) if voxel is not None and voxel < 0.6 * base else real(x, voxel=voxel, **kw)
+
+    monkeypatch.setattr(model, "reconstruct", nothing_at_half)
+    rec = cv.record(model, noisy.double().numpy(), clean.double().numpy(), {"shape": "test"})
+    assert rec["scores"][0.5] == cv.EMPTY_SCORE and all(0 < v < 10 for s, v in rec["scores"].items() if s != 0.5)  # untrained weights
+    assert cv.fit([{**rec, "residual": x} for x in (0.5, 0.9, 1.2)])[0] < 10  # noise read above the first knot
+
+
 def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weights, monkeypatch):
     # fine output on x in [0, 1], input on [0, 2], coarse output on [0, 3] and one point off the
     # line: base voxel 0.1, so input beyond x = 1.1 is unexplained, and the coarse points farther
