@@ -373,13 +373,13 @@ class Reconstructor(nn.Module):
         # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
         # density-capped voxel may still be coarse for its noise
         first, base, scale, whole_read = None, frame.voxel, 1.0, False
-        if voxel is None and (adaptive or (self.cfg.noise_input and noise is None)):
+        given = noise if self.cfg.noise_input else None  # the level this network reads, world units
+        if voxel is None and (adaptive or (self.cfg.noise_input and given is None)):
             first, level, whole_read = self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress)
             if adaptive:
                 scale = voxel_scale(level, self.rule_for(whole_read))
-            if noise is None and level == level:  # NaN: the first pass found no surface
-                noise = level * base
-        given = noise if self.cfg.noise_input else None  # world units
+            if self.cfg.noise_input and given is None and level == level:  # NaN: the first pass found no surface
+                given = level * base
         # the first pass is the base-voxel pass when it ran there, on the whole cloud, at the same
         # threshold, and without a noise level that this network reads
         base_pass = first if whole_read and float(self.noise_voxel) == 1.0 and threshold == 0.5 and given is None else None
