@@ -229,6 +229,11 @@ class PointCloudTrainConfig(OptimConfig):
     init_weights: Optional[str] = None
     """Start from these weights (a model.pt or the shipped assets/pointcloud.pt): fine-tuning.
     The model settings (field) must be the same."""
+    noise_given: str = "read"
+    """For a network that reads the noise level (`field.noise_input`), the level each pair gives
+    it: 'read' (the network reads it from the input, as `reconstruct` does) or 'truth' (the
+    input's distance to the planes of the clean points, times a random factor spanning the
+    reading's error): a plate then shows a spread the given level does not explain."""
 
     FLOATS = ("lr", "eps", "lr_final_factor", "voxels_per_diagonal", "mesh_share", "open_share", "scan_share")
 
@@ -237,6 +242,8 @@ class PointCloudTrainConfig(OptimConfig):
             raise ValueError("train.mesh_share, train.open_share and train.scan_share must be in [0, 1]")
         if self.shape_resolution < 16:
             raise ValueError(f"train.shape_resolution must be >= 16, got {self.shape_resolution}")
+        if self.noise_given not in ("read", "truth"):
+            raise ValueError(f"train.noise_given must be read or truth, got {self.noise_given!r}")
 
 
 @dataclass

@@ -582,6 +582,44 @@ def test_training_a_noise_reading_network_gives_it_the_level_it_reads(tmp_path, 
     assert [n for n, _ in seen] == [None]
 
 
+def test_true_noise_reads_sigma_against_the_clean_points():
+    # a plane z = 0 sampled densely, the input with Gaussian noise of sigma per coordinate: the
+    # input's distance to the clean planes is |z|, so the level is sigma (here 0.3 voxel of 0.1)
+    from inr.tasks.pointcloud_train import true_noise
+
+    g = torch.Generator().manual_seed(0)
+    clean = torch.cat([torch.rand(40_000, 2, generator=g) * 4 - 2, torch.zeros(40_000, 1)], 1)
+    noisy = clean[:8_000] + 0.03 * torch.randn(8_000, 3, generator=g)
+    assert true_noise(noisy[(noisy[:, :2].abs() < 1.8).all(1)], clean, 0.1) == pytest.approx(0.3, rel=0.04)
+    with pytest.raises(ValueError, match="noise_given"):
+        from inr.presets import PointCloudTrainConfig
+        PointCloudTrainConfig(noise_given="oracle").check()
+
+
+def test_training_with_the_true_level_gives_it_scaled_within_the_jitter(tmp_path, monkeypatch):
+    # train.noise_given=truth: each step gets the level measured against the clean points, times a
+    # factor within TRUTH_JITTER, not the level the network reads
+    from inr.cli import main
+    from inr.pointcloud.reconstruct import Reconstructor, make_frame
+    from inr.tasks import pointcloud_train
+
+    seen, forward = [], Reconstructor.forward
+
+    def recording(self, noisy, clean, on_predicted=True, noise=None):
+        if self.training:
+            seen.append(noise / pointcloud_train.true_noise(noisy, clean, make_frame(noisy, self.voxels_per_diagonal).voxel))
+        return forward(self, noisy, clean, on_predicted, noise)
+
+    monkeypatch.setattr(Reconstructor, "forward", recording)
+    monkeypatch.setattr(pointcloud_train, "NOISE_UNKNOWN_SHARE", 0.0)
+    tiny = ["--set", "train.dense_points=3000", "--set", "train.shape_pool=2", "--set", "model.width=8",
+            "--set", "model.d_model=16", "--set", "model.layers=1", "--set", "model.noise_input=true",
+            "--set", "train.noise_given=truth"]
+    assert main(["pointcloud", "train", "--steps", "3", "--out", str(tmp_path / "run"), "--no-progress", *tiny]) == 0
+    lo, hi = (math.exp(x) for x in pointcloud_train.TRUTH_JITTER)
+    assert len(seen) == 3 and all(lo - 1e-6 <= r <= hi + 1e-6 for r in seen) and len(set(seen)) == 3
+
+
 @pytest.fixture(scope="module")
 def tiny_weights(tmp_path_factory):
     from inr.cli import main

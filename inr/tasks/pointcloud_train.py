@@ -6,12 +6,14 @@ samples `dense_points` clean points on its surface (the target), corrupts a copy
 a `train.scan_share` of the time range-scans it (the target: the surface the scan's cameras
 see), and minimises occupancy BCE (every hourglass) + Chamfer (stage 2). A network that reads
 the noise level (`field.noise_input`) gets it as `reconstruct` would give it, read from the pair's
-input by the network itself (no gradient), or, NOISE_UNKNOWN_SHARE of the steps, none, as the
-first pass at inference gets none.
+input by the network itself (no gradient; or with `train.noise_given` 'truth', measured against
+the clean points and scaled by a random factor), or, NOISE_UNKNOWN_SHARE of the steps, none, as
+the first pass at inference gets none.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -23,7 +25,8 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig, VoxelNet
-from ..pointcloud.reconstruct import LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, Reconstructor, make_frame
+from ..pointcloud.reconstruct import (LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, NOISE_QUERIES, Reconstructor,
+                                      make_frame, plane_residuals)
 from ..pointcloud.shapes import Corruption, _rotation, corrupt, open_cut, random_shape, sample_surface, scan_pair, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
@@ -31,6 +34,10 @@ from .optim import adam_with_decay, check_loss, retarget_learning_rate
 NOISE_UNKNOWN_SHARE = 0.25
 """Share of the steps of a noise-reading network (`field.noise_input`) that give it no noise
 level: its first pass at inference, which reads the level, runs without one."""
+TRUTH_JITTER = (math.log(0.75), math.log(1.3))
+"""train.noise_given = 'truth': the true level is scaled by a factor log-uniform in this range
+(the base-voxel reading of the CGAL clouds over their true sigma: 0.76-1.28)."""
+TRUTH_NEIGHBOURS = 16
 
 
 def load_meshes(folder: Path) -> List[Any]:
@@ -49,6 +56,14 @@ def load_meshes(folder: Path) -> List[Any]:
     if not meshes:
         raise InputError(folder, f"holds no mesh files ({', '.join(MESH_FORMATS)})")
     return meshes
+
+
+def true_noise(noisy: torch.Tensor, clean: torch.Tensor, voxel: float) -> float:
+    """The input's noise in voxels of side `voxel`, measured against its clean surface as
+    `noise_level` measures it against the network's output: the median distance of the input
+    points to the planes of their nearest clean points, / 0.6745."""
+    queries = noisy[:: max(1, len(noisy) // NOISE_QUERIES)]
+    return float(plane_residuals(queries, clean, TRUTH_NEIGHBOURS).median()) / 0.6745 / voxel
 
 
 class ShapeStream(IterableDataset):
@@ -121,8 +136,11 @@ class PointCloudModule(L.LightningModule):
         noisy, clean = batch
         noise = None
         if self.model.cfg.noise_input and float(torch.rand(())) >= NOISE_UNKNOWN_SHARE:
-            # read in the training frame's voxels, as `reconstruct` reads it (a first pass)
-            noise = self.model.noise_level(noisy, make_frame(noisy, self.model.voxels_per_diagonal).voxel)
+            voxel = make_frame(noisy, self.model.voxels_per_diagonal).voxel
+            if self.cfg.noise_given == "truth":
+                noise = true_noise(noisy, clean, voxel) * math.exp(float(torch.empty(()).uniform_(*TRUTH_JITTER)))
+            else:  # read in the training frame's voxels, as `reconstruct` reads it (a first pass)
+                noise = self.model.noise_level(noisy, voxel)
             noise = noise if noise == noise else None  # NaN: that pass found no surface
         out = self.model(noisy, clean, self.cfg.stage2_on_predicted, noise)
         check_loss(out["loss"], self.global_step)
