@@ -175,6 +175,50 @@ def test_new_shape_families_have_thin_parts_holes_and_open_cuts():
     assert not cut.is_watertight and boundary > 0 and 0.4 * mesh.area <= cut.area < mesh.area
 
 
+def test_brackets_are_plates_of_their_drawn_thickness():
+    # rays cast inward from the surface meet the far side of a plate 2h away: on a bracket most of
+    # the surface is such plate (the rest: plate edges, ribs' corners, hole walls)
+    import open3d as o3d
+
+    from inr.pointcloud.shapes import bracket_parts, sdf_mesh
+
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        f, h = bracket_parts(rng)
+        m = sdf_mesh(f, resolution=128)
+        assert m.is_watertight and (np.abs(m.bounds) < 1.2).all()
+        pts, faces = m.sample(5000, return_index=True)
+        normals = m.face_normals[faces]
+        scene = o3d.t.geometry.RaycastingScene()
+        scene.add_triangles(o3d.core.Tensor(m.vertices.astype(np.float32)), o3d.core.Tensor(m.faces.astype(np.uint32)))
+        rays = np.concatenate([pts - normals * 1e-4, -normals], 1).astype(np.float32)
+        depth = scene.cast_rays(o3d.core.Tensor(rays))["t_hit"].numpy()
+        cell = 2.4 / 128
+        assert np.mean(np.abs(depth - 2 * h) < cell / 2) > 0.75
+        assert np.median(depth) == pytest.approx(2 * h, abs=cell / 4)
+
+
+def test_family_weights_keep_the_stream_and_can_draw_brackets():
+    # a zero weight for brackets draws the shapes the four-family stream drew; all weight on
+    # brackets draws the bracket the same generator state makes
+    from inr.pointcloud.shapes import FAMILIES, FAMILY_WEIGHTS, bracket, random_shape
+    from inr.presets import PointCloudTrainConfig
+
+    probe = np.random.default_rng(9).uniform(-1, 1, (500, 3))
+    for seed in range(6):
+        old = random_shape(np.random.default_rng(seed), FAMILIES[:4], FAMILY_WEIGHTS[:4])
+        assert np.array_equal(random_shape(np.random.default_rng(seed))(probe), old(probe))
+        rng = np.random.default_rng(seed)
+        only = random_shape(rng, weights=(0, 0, 0, 0, 1))
+        twin = np.random.default_rng(seed)
+        twin.choice(5, p=np.array([0, 0, 0, 0, 1.0]))
+        assert np.array_equal(only(probe), bracket(twin)(probe))
+    assert PointCloudTrainConfig.from_dict({"family_weights": [1, 0, 0, 0, 3]}).family_weights == (1.0, 0.0, 0.0, 0.0, 3.0)
+    for bad in ([1, 1], [1, 0, 0, 0, -1], [0, 0, 0, 0, 0]):
+        with pytest.raises(ValueError, match="family_weights"):
+            PointCloudTrainConfig.from_dict({"family_weights": bad})
+
+
 def test_training_mixes_given_meshes_with_synthetic_shapes_and_can_start_from_weights(tmp_path):
     import trimesh
 

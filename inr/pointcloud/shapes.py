@@ -4,7 +4,8 @@ Shapes are signed distance functions composed at random: primitives (box, sphere
 torus, capsule, cone, thin plate, thin rod), their unions (hard and smooth), and deformations
 (twist, bend, taper), each randomly rotated and scaled; bodies with thin limbs (legs, antennae:
 capsules down to about one voxel of the trained grid across) or thin wings (plates as thin);
-and solids drilled through or cut (CSG differences: sharp concave edges, holes, higher genus).
+and solids drilled through or cut (CSG differences: sharp concave edges, holes, higher genus);
+brackets (plates a few voxels thick joined at right angles, with ribs and holes; off by default).
 A mesh comes from scikit-image's marching cubes on the SDF; `open_cut` turns a mesh into an open
 surface (the part on one side of a random plane). Clean dense points are trimesh's
 area-weighted surface samples.
@@ -217,13 +218,67 @@ def drilled(rng: np.random.Generator) -> SDF:
     return transformed(solid, _rotation(rng), np.zeros(3))
 
 
-FAMILIES = ("union", "creature", "winged", "drilled")
-FAMILY_WEIGHTS = (0.4, 0.25, 0.15, 0.2)
+def bracket_parts(rng: np.random.Generator, half_thickness: Tuple[float, float] = (0.012, 0.03)) -> Tuple[SDF, float]:
+    """(an unrotated bracket, its plates' half-thickness h): a base plate at z = -0.25 +- h with 1-3
+    walls standing on its edges, as often gussets (thin diagonal ribs) in the corners between
+    wall and base, and holes drilled through the base. Almost all of its surface is plate, a few
+    voxels of the trained grid thick, 1.5-4 % of its diagonal (boeing's kind of part: a fifth of
+    it 1-2 % of the diagonal thick, against 3 % of the other families'). It stays within the
+    marching-cubes box (`sdf_mesh`'s extent 1.2) in any rotation, and a plate is at least 1.25
+    cells of its 128-cell lattice thick."""
+    h = float(rng.uniform(*half_thickness))
+    a, b = float(rng.uniform(0.4, 0.8)), float(rng.uniform(0.25, 0.6))
+    parts = [box(np.array([a, b, h]))]
+    corners = []  # (rib axis: 0 along x, 1 along y; the wall's side; its height)
+    for edge in rng.permutation(4)[: int(rng.integers(1, 4))]:
+        c, side = float(rng.uniform(0.15, 0.5)), 1.0 if edge % 2 else -1.0
+        if edge < 2:  # a wall along x, at y = side * b
+            parts.append(transformed(box(np.array([a, h, c])), np.eye(3), np.array([0.0, side * (b - h), c - h])))
+        else:  # along y, at x = side * a
+            parts.append(transformed(box(np.array([h, b, c])), np.eye(3), np.array([side * (a - h), 0.0, c - h])))
+        corners.append((0 if edge < 2 else 1, side, c))
+    for axis, side, c in corners:
+        if rng.random() < 0.5:
+            continue
+        along = a if axis == 0 else b
+        for t in rng.uniform(-0.8, 0.8, int(rng.integers(1, 4))) * along:
+            r = min(c, 0.6 * (b if axis == 0 else a))  # the gusset's legs
+            angle = np.pi / 4
+            cos, sin = np.cos(angle), np.sin(angle)
+            if axis == 0:  # a plate thin in x, diagonal in the y-z corner at y = side * b
+                rot = np.array([[1.0, 0, 0], [0, cos, -sin], [0, sin, cos]])
+                centre = np.array([t, side * b, 0.0])
+                quad = transformed(box(np.array([h, r / 2, r / 2])), np.eye(3), np.array([t, side * (b - r / 2), r / 2]))
+                plate = box(np.array([h, 0.75 * r, h]))
+            else:
+                rot = np.array([[cos, 0, sin], [0, 1.0, 0], [-sin, 0, cos]])
+                centre = np.array([side * a, t, 0.0])
+                quad = transformed(box(np.array([r / 2, h, r / 2])), np.eye(3), np.array([side * (a - r / 2), t, r / 2]))
+                plate = box(np.array([0.75 * r, h, h]))
+            diag_plate = transformed(plate, rot, centre)
+            parts.append(lambda p, f=diag_plate, g=quad: np.maximum(f(p), g(p)))  # the corner's triangle only
+    f = union(parts)
+    for _ in range(int(rng.integers(0, 4))):
+        hole = transformed(cylinder(float(rng.uniform(0.04, 0.12)), 1.0), np.eye(3),
+                           np.array([rng.uniform(-0.7, 0.7) * a, rng.uniform(-0.7, 0.7) * b, 0.0]))
+        f = difference(f, hole)
+    return transformed(f, np.eye(3), np.array([0.0, 0.0, -0.25])), h  # walls up to z = 1: centred in z
+
+
+def bracket(rng: np.random.Generator) -> SDF:
+    """A randomly rotated `bracket_parts`."""
+    return transformed(bracket_parts(rng)[0], _rotation(rng), np.zeros(3))
+
+
+FAMILIES = ("union", "creature", "winged", "drilled", "bracket")
+FAMILY_WEIGHTS = (0.4, 0.25, 0.15, 0.2, 0.0)
+"""Off by default, 'bracket' leaves the shipped weights' training stream as it was (a zero weight
+draws the same shapes); `train.family_weights` turns it on."""
 
 
 def random_shape(rng: np.random.Generator, families=FAMILIES, weights=FAMILY_WEIGHTS) -> SDF:
     """A shape of a family drawn with `weights`: 'union' (1-4 primitives, sometimes smooth,
-    sometimes deformed), 'creature', 'winged' or 'drilled'."""
+    sometimes deformed), 'creature', 'winged', 'drilled' or 'bracket'."""
     family = families[int(rng.choice(len(families), p=np.asarray(weights) / np.sum(weights)))]
     if family == "creature":
         return creature(rng)
@@ -231,6 +286,8 @@ def random_shape(rng: np.random.Generator, families=FAMILIES, weights=FAMILY_WEI
         return winged(rng)
     if family == "drilled":
         return drilled(rng)
+    if family == "bracket":
+        return bracket(rng)
     parts = [random_primitive(rng) for _ in range(int(rng.integers(1, 5)))]
     f = union(parts, smooth=float(rng.uniform(0.02, 0.1)) if rng.random() < 0.3 else 0.0)
     r = rng.random()

@@ -81,7 +81,7 @@ class ShapeStream(IterableDataset):
         else:
             while True:
                 try:
-                    mesh = sdf_mesh(random_shape(rng), self.cfg.shape_resolution)
+                    mesh = sdf_mesh(random_shape(rng, weights=self.cfg.family_weights), self.cfg.shape_resolution)
                     break
                 except ValueError:  # a shape with no surface in the box: draw again
                     continue
