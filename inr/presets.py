@@ -11,6 +11,7 @@ import yaml
 from ._config import from_dict_strict
 from ._resources import data_dir
 from .errors import InputError
+from .pointcloud.shapes import FAMILIES, FAMILY_WEIGHTS
 
 ALL_TASKS = ("image", "audio", "video", "sdf", "nerf", "pointcloud")
 
@@ -229,7 +230,7 @@ class PointCloudTrainConfig(OptimConfig):
     init_weights: Optional[str] = None
     """Start from these weights (a model.pt or the shipped assets/pointcloud.pt): fine-tuning.
     The model settings (field) must be the same."""
-    family_weights: Tuple[float, ...] = (0.4, 0.25, 0.15, 0.2, 0.0)
+    family_weights: Tuple[float, ...] = FAMILY_WEIGHTS
     """How often each family of synthetic shapes is drawn (`inr.pointcloud.shapes.FAMILIES`:
     union, creature, winged, drilled, bracket); the default is the shipped weights' stream."""
     noise_given: str = "read"
@@ -245,8 +246,6 @@ class PointCloudTrainConfig(OptimConfig):
             raise ValueError("train.mesh_share, train.open_share and train.scan_share must be in [0, 1]")
         if self.shape_resolution < 16:
             raise ValueError(f"train.shape_resolution must be >= 16, got {self.shape_resolution}")
-        from .pointcloud.shapes import FAMILIES
-
         self.family_weights = tuple(float(w) for w in self.family_weights)  # type: ignore[assignment]
         if len(self.family_weights) != len(FAMILIES) or min(self.family_weights) < 0 or sum(self.family_weights) <= 0:
             raise ValueError(f"train.family_weights must be {len(FAMILIES)} weights >= 0 ({', '.join(FAMILIES)}), "

@@ -198,6 +198,18 @@ def test_brackets_are_plates_of_their_drawn_thickness():
         assert np.median(depth) == pytest.approx(2 * h, abs=cell / 4)
 
 
+def test_a_gusset_is_the_triangle_between_wall_and_floor():
+    # a wall at y = 0.5 (its inner face), the floor's top at z = 0, legs 0.2, 0.02 thick at x = 0.1
+    from inr.pointcloud.shapes import gusset
+
+    f = gusset(0, 1.0, 0.5, 0.0, 0.1, 0.2, 0.01)
+    p = np.array([[0.1, 0.45, 0.05],  # inside, nearest the thin faces
+                  [0.1, 0.38, 0.2],  # beyond the hypotenuse: y' + z = 0.32 > 0.2
+                  [0.1, 0.45, -0.05],  # below the floor's top by more than h
+                  [0.14, 0.45, 0.05]])  # beside the rib
+    assert f(p) == pytest.approx([-0.01, 0.12 / np.sqrt(2), 0.04, 0.03])
+
+
 def test_family_weights_keep_the_stream_and_can_draw_brackets():
     # a zero weight for brackets draws the shapes the four-family stream drew; all weight on
     # brackets draws the bracket the same generator state makes

@@ -218,10 +218,24 @@ def drilled(rng: np.random.Generator) -> SDF:
     return transformed(solid, _rotation(rng), np.zeros(3))
 
 
+def gusset(axis: int, side: float, wall: float, floor: float, at: float, legs: float, h: float) -> SDF:
+    """A triangular rib 2h thick in the corner between a wall's inner face and a floor's top: the
+    wall stands at x = side * wall (axis 1) or y = side * wall (axis 0), the floor's top at z =
+    floor; the rib lies across the wall at `at` along it, its two legs `legs` long (on the wall
+    and on the floor). A bound of the distance (the max of the half-spaces' distances), exact on
+    its faces."""
+    def f(p):
+        inward = wall - side * p[..., 1 - axis]  # from the wall's face towards the middle
+        up = p[..., 2] - floor
+        thin = np.abs(p[..., axis] - at) - h
+        return np.maximum.reduce([thin, -inward - h, -up - h, (inward + up - legs) / np.sqrt(2.0)])
+    return f
+
+
 def bracket_parts(rng: np.random.Generator, half_thickness: Tuple[float, float] = (0.012, 0.03)) -> Tuple[SDF, float]:
     """(an unrotated bracket, its plates' half-thickness h): a base plate at z = -0.25 +- h with 1-3
-    walls standing on its edges, as often gussets (thin diagonal ribs) in the corners between
-    wall and base, and holes drilled through the base. Almost all of its surface is plate, a few
+    walls standing on its edges, half of them with 1-3 gussets (`gusset`: triangular ribs) in
+    the corner between wall and base, and holes drilled through the base. Almost all of its surface is plate, a few
     voxels of the trained grid thick, 1.5-4 % of its diagonal (boeing's kind of part: a fifth of
     it 1-2 % of the diagonal thick, against 3 % of the other families'). It stays within the
     marching-cubes box (`sdf_mesh`'s extent 1.2) in any rotation, and a plate is at least 1.25
@@ -229,7 +243,7 @@ def bracket_parts(rng: np.random.Generator, half_thickness: Tuple[float, float] 
     h = float(rng.uniform(*half_thickness))
     a, b = float(rng.uniform(0.4, 0.8)), float(rng.uniform(0.25, 0.6))
     parts = [box(np.array([a, b, h]))]
-    corners = []  # (rib axis: 0 along x, 1 along y; the wall's side; its height)
+    corners = []  # (the wall's axis: 0 along x, 1 along y; its side; its height)
     for edge in rng.permutation(4)[: int(rng.integers(1, 4))]:
         c, side = float(rng.uniform(0.15, 0.5)), 1.0 if edge % 2 else -1.0
         if edge < 2:  # a wall along x, at y = side * b
@@ -240,23 +254,10 @@ def bracket_parts(rng: np.random.Generator, half_thickness: Tuple[float, float] 
     for axis, side, c in corners:
         if rng.random() < 0.5:
             continue
-        along = a if axis == 0 else b
+        along, across = (a, b) if axis == 0 else (b, a)
+        legs = min(c, 0.6 * across)
         for t in rng.uniform(-0.8, 0.8, int(rng.integers(1, 4))) * along:
-            r = min(c, 0.6 * (b if axis == 0 else a))  # the gusset's legs
-            angle = np.pi / 4
-            cos, sin = np.cos(angle), np.sin(angle)
-            if axis == 0:  # a plate thin in x, diagonal in the y-z corner at y = side * b
-                rot = np.array([[1.0, 0, 0], [0, cos, -sin], [0, sin, cos]])
-                centre = np.array([t, side * b, 0.0])
-                quad = transformed(box(np.array([h, r / 2, r / 2])), np.eye(3), np.array([t, side * (b - r / 2), r / 2]))
-                plate = box(np.array([h, 0.75 * r, h]))
-            else:
-                rot = np.array([[cos, 0, sin], [0, 1.0, 0], [-sin, 0, cos]])
-                centre = np.array([side * a, t, 0.0])
-                quad = transformed(box(np.array([r / 2, h, r / 2])), np.eye(3), np.array([side * (a - r / 2), t, r / 2]))
-                plate = box(np.array([0.75 * r, h, h]))
-            diag_plate = transformed(plate, rot, centre)
-            parts.append(lambda p, f=diag_plate, g=quad: np.maximum(f(p), g(p)))  # the corner's triangle only
+            parts.append(gusset(axis, side, across - 2 * h, h, t, legs, h))
     f = union(parts)
     for _ in range(int(rng.integers(0, 4))):
         hole = transformed(cylinder(float(rng.uniform(0.04, 0.12)), 1.0), np.eye(3),
