@@ -211,6 +211,14 @@ def plane_residuals(queries: torch.Tensor, surface: torch.Tensor, k: int = 16) -
     return ((queries.double() - centre) * vectors[:, :, 0]).sum(-1).abs().to(queries.dtype)
 
 
+def plane_sigma(points: torch.Tensor, surface: torch.Tensor, k: int) -> float:
+    """The Gaussian sigma of points' offsets from a surface: the median distance of (at most about
+    NOISE_QUERIES of) the points to the planes of their k nearest surface points (`plane_residuals`),
+    / 0.6745 (a Gaussian's sigma from the median of its absolute value)."""
+    queries = points[:: max(1, len(points) // NOISE_QUERIES)]  # a median needs no more
+    return float(plane_residuals(queries, surface, k).median()) / 0.6745
+
+
 def to_voxel_units(points: torch.Tensor, frame: Frame) -> torch.Tensor:
     """World points -> coordinates in voxels (voxel (i, j, k) spans [i, i+1) x ...)."""
     return (points - frame.centre) / frame.voxel
@@ -452,9 +460,7 @@ class Reconstructor(nn.Module):
         surface = self._run(cloud, Frame(frame.centre, frame.voxel * at), 0.5, tile, margin, progress)
         if len(surface) == 0:
             return surface, float("nan"), cloud is noisy
-        queries = cloud[:: max(1, len(cloud) // NOISE_QUERIES)]  # a median needs no more
-        level = float(plane_residuals(queries, surface, NOISE_NEIGHBOURS).median()) / 0.6745 / frame.voxel
-        return surface, level, cloud is noisy
+        return surface, plane_sigma(cloud, surface, NOISE_NEIGHBOURS) / frame.voxel, cloud is noisy
 
     def _run(self, noisy: torch.Tensor, frame: Frame, threshold: float, tile: int, margin: int, progress: bool,
              noise: Optional[float] = None) -> torch.Tensor:

@@ -25,8 +25,8 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig, VoxelNet
-from ..pointcloud.reconstruct import (LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, NOISE_QUERIES, Reconstructor,
-                                      make_frame, plane_residuals)
+from ..pointcloud.reconstruct import (LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, Reconstructor, make_frame,
+                                      plane_sigma)
 from ..pointcloud.shapes import Corruption, _rotation, corrupt, open_cut, random_shape, sample_surface, scan_pair, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
@@ -60,10 +60,8 @@ def load_meshes(folder: Path) -> List[Any]:
 
 def true_noise(noisy: torch.Tensor, clean: torch.Tensor, voxel: float) -> float:
     """The input's noise in voxels of side `voxel`, measured against its clean surface as
-    `noise_level` measures it against the network's output: the median distance of the input
-    points to the planes of their nearest clean points, / 0.6745."""
-    queries = noisy[:: max(1, len(noisy) // NOISE_QUERIES)]
-    return float(plane_residuals(queries, clean, TRUTH_NEIGHBOURS).median()) / 0.6745 / voxel
+    `noise_level` measures it against the network's output (`plane_sigma`)."""
+    return plane_sigma(noisy, clean, TRUTH_NEIGHBOURS) / voxel
 
 
 class ShapeStream(IterableDataset):
