@@ -220,6 +220,10 @@ class PointCloudTrainConfig(OptimConfig):
     rest are synthetic."""
     open_share: float = 0.2
     """The share of shapes cut open by a random plane (open surfaces, one-sided scans)."""
+    fragment_share: float = 0.0
+    """The share of shapes (after any open cut) broken into open pieces with gaps of 1-5 % of the
+    diagonal between them (`inr.pointcloud.shapes.fragment_cut`: surfaces with many free edges,
+    as scans of built scenes show); 0 draws nothing, the stream of earlier runs."""
     scan_share: float = 0.0
     """The share of steps whose input is a range scan (`inr.pointcloud.shapes.RangeScan`: 2-8
     depth cameras, noise along the rays, dense where the surface faces a camera, sparse where
@@ -239,11 +243,12 @@ class PointCloudTrainConfig(OptimConfig):
     input's distance to the planes of the clean points, times a random factor spanning the
     reading's error): a plate then shows a spread the given level does not explain."""
 
-    FLOATS = ("lr", "eps", "lr_final_factor", "voxels_per_diagonal", "mesh_share", "open_share", "scan_share")
+    FLOATS = ("lr", "eps", "lr_final_factor", "voxels_per_diagonal", "mesh_share", "open_share", "scan_share",
+              "fragment_share")
 
     def check(self) -> None:
-        if not all(0 <= x <= 1 for x in (self.mesh_share, self.open_share, self.scan_share)):
-            raise ValueError("train.mesh_share, train.open_share and train.scan_share must be in [0, 1]")
+        if not all(0 <= x <= 1 for x in (self.mesh_share, self.open_share, self.scan_share, self.fragment_share)):
+            raise ValueError("train.mesh_share, train.open_share, train.scan_share and train.fragment_share must be in [0, 1]")
         if self.shape_resolution < 16:
             raise ValueError(f"train.shape_resolution must be >= 16, got {self.shape_resolution}")
         self.family_weights = tuple(float(w) for w in self.family_weights)  # type: ignore[assignment]

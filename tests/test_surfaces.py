@@ -175,6 +175,32 @@ def test_new_shape_families_have_thin_parts_holes_and_open_cuts():
     assert not cut.is_watertight and boundary > 0 and 0.4 * mesh.area <= cut.area < mesh.area
 
 
+def test_fragment_cut_leaves_pieces_a_gap_apart():
+    # a box's surface cut by planes into pieces: every kept face lies at least half the drawn gap
+    # from each plane, so faces of pieces on opposite sides of a plane are a gap apart (less a
+    # face's size, as the test is on face centres)
+    import trimesh
+
+    from inr.pointcloud.shapes import fragment_cut
+
+    mesh = trimesh.creation.box(extents=(1.0, 0.8, 0.6)).subdivide_to_size(0.02)
+    diag = float(np.linalg.norm(mesh.extents))
+    for seed in range(3):
+        cut = fragment_cut(mesh, np.random.default_rng(seed), planes=(3, 3), gap=(0.05, 0.05), drop=0.2)
+        assert 0.3 * mesh.area <= cut.area < 0.97 * mesh.area and not cut.is_watertight
+        # pieces: vertices joined by edges (faces touching at a corner belong to one piece)
+        pieces = [cut.vertices[c] for c in trimesh.graph.connected_components(cut.edges, nodes=np.arange(len(cut.vertices)))]
+        pieces = [p for p in pieces if len(p) >= 3]
+        assert len(pieces) >= 3
+        from scipy.spatial import cKDTree
+
+        # the nearest points of two different pieces: at least the gap less two faces' size
+        nearest = min(cKDTree(a).query(b)[0].min() for i, a in enumerate(pieces) for b in pieces[i + 1:])
+        assert nearest >= 0.05 * diag - 2 * 0.02 * np.sqrt(2)
+    # nothing is cut when no draw keeps enough: the mesh itself
+    assert fragment_cut(mesh, np.random.default_rng(0), drop=1.0) is mesh
+
+
 def test_brackets_are_plates_of_their_drawn_thickness():
     # rays cast inward from the surface meet the far side of a plate 2h away: on a bracket most of
     # the surface is such plate (the rest: plate edges, ribs' corners, hole walls)

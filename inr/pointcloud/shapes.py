@@ -318,6 +318,30 @@ def open_cut(mesh, rng: np.random.Generator, keep_at_least: float = 0.4):
     return mesh
 
 
+def fragment_cut(mesh, rng: np.random.Generator, planes: Tuple[int, int] = (2, 6),
+                 gap: Tuple[float, float] = (0.01, 0.05), drop: float = 0.25, keep_at_least: float = 0.3):
+    """The mesh broken into open pieces with gaps between them, as a scan of a built scene shows
+    roofs, walls and ground apart: 2-6 (`planes`) random planes through the mesh each remove the
+    faces whose centre lies within half a gap of it (the gap drawn in `gap`, shares of the
+    bounding-box diagonal), and each cell the planes make is dropped with probability `drop`.
+    The mesh itself when no draw of 8 keeps `keep_at_least` of the area."""
+    centres, diag = mesh.triangles_center, float(np.linalg.norm(mesh.extents))
+    for _ in range(8):
+        k = int(rng.integers(planes[0], planes[1] + 1))
+        normals = rng.normal(size=(k, 3))
+        normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+        along = centres @ normals.T  # (faces, k)
+        offsets = np.array([np.quantile(along[:, j], rng.uniform(0.1, 0.9)) for j in range(k)])
+        side = along - offsets
+        keep = np.all(np.abs(side) > rng.uniform(*gap, size=k) * diag / 2, axis=1)
+        cell = (side > 0).astype(np.int64) @ (1 << np.arange(k))
+        cells = np.unique(cell)
+        keep &= ~np.isin(cell, cells[rng.random(len(cells)) < drop])
+        if keep.any() and mesh.area_faces[keep].sum() >= keep_at_least * mesh.area:
+            return mesh.submesh([np.nonzero(keep)[0]], append=True)
+    return mesh
+
+
 def sdf_mesh(f: SDF, resolution: int = 72, extent: float = 1.2):
     """trimesh.Trimesh of the zero level set of f over [-extent, extent]^3, on a lattice of
     about `resolution` points per side, evaluated only near the surface (`sdf_lattice`)."""

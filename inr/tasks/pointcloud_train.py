@@ -27,7 +27,7 @@ from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig, VoxelNet
 from ..pointcloud.reconstruct import (LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, Reconstructor, make_frame,
                                       plane_sigma)
-from ..pointcloud.shapes import Corruption, _rotation, corrupt, open_cut, random_shape, sample_surface, scan_pair, sdf_mesh
+from ..pointcloud.shapes import Corruption, _rotation, corrupt, fragment_cut, open_cut, random_shape, sample_surface, scan_pair, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
 
@@ -83,7 +83,10 @@ class ShapeStream(IterableDataset):
                     break
                 except ValueError:  # a shape with no surface in the box: draw again
                     continue
-        return open_cut(mesh, rng) if rng.random() < self.cfg.open_share else mesh
+        mesh = open_cut(mesh, rng) if rng.random() < self.cfg.open_share else mesh
+        if self.cfg.fragment_share and rng.random() < self.cfg.fragment_share:  # no draw at 0: the stream of earlier runs
+            mesh = fragment_cut(mesh, rng)
+        return mesh
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
         rng = np.random.default_rng(self.seed)
