@@ -435,7 +435,11 @@ def test_a_cloud_far_from_the_origin_gives_the_near_clouds_results_moved(tmp_pat
                          "--no-progress", *extra]) == 0
         a, b = (read_cloud(tmp_path / f"{name}-{label}.ply")[0] for name in ("near", "far"))
         assert len(a) == len(b) > 1000
-        np.testing.assert_allclose(b - offset, a, atol=1e-5, err_msg=label)
+        # the far cloud relative to its centre differs from the near one in float64's last bits, so
+        # the network's points differ by ~1e-7, and the even thinning to the input's count may
+        # then keep the other of two points of a cell: a few points move by under a spacing
+        moved = np.abs(b - offset - a).max(axis=1)
+        assert (moved < 1e-5).mean() > 0.99 and moved.max() < 0.01, (label, np.sort(moved)[-5:])
     normals_near, normals_far = estimate_normals(near), estimate_normals(far)
     assert (np.sum(normals_near * normals_far, 1) > 0.999).all()
     assert (np.sum(normals_near * near, 1) > 0).mean() > 0.95  # and they point out of the sphere
