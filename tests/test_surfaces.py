@@ -436,8 +436,8 @@ def test_a_cloud_far_from_the_origin_gives_the_near_clouds_results_moved(tmp_pat
         a, b = (read_cloud(tmp_path / f"{name}-{label}.ply")[0] for name in ("near", "far"))
         assert len(a) == len(b) > 1000
         # the far cloud relative to its centre differs from the near one in float64's last bits, so
-        # the network's points differ by ~1e-7, and the even thinning to the input's count may
-        # then keep the other of two points of a cell: a few points move by under a spacing
+        # the network's points differ by ~1e-7, and the even thinning to the input's count can
+        # then choose differently: a few points move, by under a spacing
         moved = np.abs(b - offset - a).max(axis=1)
         assert (moved < 1e-5).mean() > 0.99 and moved.max() < 0.01, (label, np.sort(moved)[-5:])
     normals_near, normals_far = estimate_normals(near), estimate_normals(far)
