@@ -180,6 +180,7 @@ def test_fragment_cut_leaves_pieces_a_gap_apart():
     # from each plane, so faces of pieces on opposite sides of a plane are a gap apart (less a
     # face's size, as the test is on face centres)
     import trimesh
+    from scipy.spatial import cKDTree
 
     from inr.pointcloud.shapes import fragment_cut
 
@@ -192,8 +193,6 @@ def test_fragment_cut_leaves_pieces_a_gap_apart():
         pieces = [cut.vertices[c] for c in trimesh.graph.connected_components(cut.edges, nodes=np.arange(len(cut.vertices)))]
         pieces = [p for p in pieces if len(p) >= 3]
         assert len(pieces) >= 3
-        from scipy.spatial import cKDTree
-
         # the nearest points of two different pieces: at least the gap less two faces' size
         nearest = min(cKDTree(a).query(b)[0].min() for i, a in enumerate(pieces) for b in pieces[i + 1:])
         assert nearest >= 0.05 * diag - 2 * 0.02 * np.sqrt(2)

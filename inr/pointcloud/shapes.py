@@ -301,16 +301,22 @@ def random_shape(rng: np.random.Generator, families=FAMILIES, weights=FAMILY_WEI
     return f
 
 
+def _planes_through(centres: np.ndarray, rng: np.random.Generator, k: int, quantiles: Tuple[float, float]):
+    """k random planes through faces' `centres`: (the signed distance of each centre to each
+    plane (faces, k)); each plane's offset at a quantile drawn in `quantiles` of the centres
+    along its normal."""
+    normals = rng.normal(size=(k, 3))
+    normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+    along = centres @ normals.T
+    return along - np.array([np.quantile(along[:, j], rng.uniform(*quantiles)) for j in range(k)])
+
+
 def open_cut(mesh, rng: np.random.Generator, keep_at_least: float = 0.4):
     """The part of a mesh on one side of a random plane through it (an open surface, as a scan
     that saw one side, or an open model), keeping at least `keep_at_least` of the area; the
     mesh itself when no draw of 8 keeps enough."""
-    centroids = mesh.triangles_center
     for _ in range(8):
-        normal = rng.normal(size=3)
-        normal /= np.linalg.norm(normal)
-        offset = float(np.quantile(centroids @ normal, rng.uniform(0.5, 0.9)))
-        keep = centroids @ normal < offset
+        keep = _planes_through(mesh.triangles_center, rng, 1, (0.5, 0.9))[:, 0] < 0
         if mesh.area_faces[keep].sum() >= keep_at_least * mesh.area:
             part = mesh.submesh([np.nonzero(keep)[0]], append=True)
             if len(part.faces):
@@ -325,14 +331,10 @@ def fragment_cut(mesh, rng: np.random.Generator, planes: Tuple[int, int] = (2, 6
     faces whose centre lies within half a gap of it (the gap drawn in `gap`, shares of the
     bounding-box diagonal), and each cell the planes make is dropped with probability `drop`.
     The mesh itself when no draw of 8 keeps `keep_at_least` of the area."""
-    centres, diag = mesh.triangles_center, float(np.linalg.norm(mesh.extents))
+    diag = float(np.linalg.norm(mesh.extents))
     for _ in range(8):
         k = int(rng.integers(planes[0], planes[1] + 1))
-        normals = rng.normal(size=(k, 3))
-        normals /= np.linalg.norm(normals, axis=1, keepdims=True)
-        along = centres @ normals.T  # (faces, k)
-        offsets = np.array([np.quantile(along[:, j], rng.uniform(0.1, 0.9)) for j in range(k)])
-        side = along - offsets
+        side = _planes_through(mesh.triangles_center, rng, k, (0.1, 0.9))
         keep = np.all(np.abs(side) > rng.uniform(*gap, size=k) * diag / 2, axis=1)
         cell = (side > 0).astype(np.int64) @ (1 << np.arange(k))
         cells = np.unique(cell)
