@@ -10,7 +10,9 @@ older ones; on a random share of a dense cloud's points, `reading_share`), and t
 reconstructed once at the voxel the noise asks for (the weights' `voxel_rule`, or their
 `share_rule` for a cloud read on a share: finer for less noise); where that finer pass leaves
 gaps that the first pass covers, a pass at the base voxel (the first pass itself when that ran
-at the base voxel on the whole cloud) fills them (`fill_gaps`).
+at the base voxel on the whole cloud) fills them (`fill_gaps`). A dense cloud whose noise, read
+at the un-capped base voxel, asks for a voxel coarser than the capped one runs once, at that
+voxel, on a share of its points (`DENSE_FLOOR`).
 Large grids are processed in tiles with overlapping margins (`reconstruct`).
 """
 
@@ -85,6 +87,32 @@ voxel, the output follows the noise and the reading collapsed: bull (a training 
 σ on an eighth (5,000 points at 1 %: 1.0-1.1 σ; turbine at σ = 0 read 0.20-0.24 base voxels either
 way). 2 per voxel is about where the 5,000-point clouds that most calibration records hold lie
 (1.9 on bull), so those are read whole."""
+
+
+DENSE_FLOOR, DENSE_LOW, DENSE_NOISE, DENSE_DENSITY = 0.35, 0.2, 0.9, 2.0
+"""Dense, noisy clouds (`Reconstructor._readings`): the share route. The density cap shrinks a
+dense scan's voxel and so puts its noise at a voxel or more of it, where the network (trained on
+up to about a voxel) follows part of the noise, and where the noise read collapses (bull, a
+training mesh, 1,000,000 points at σ = 1 % of the diagonal: read 0.15 σ, and the rule then chose
+an even finer voxel: denoise / input Chamfer-L1 1.17, worse than the input). Read in the
+un-capped frame (diagonal / 56, where training read it) on a share of 2 points per occupied voxel,
+the noise reads 0.92-1.08 σ at σ = 1-1.5 % (bull, pig, cactus at 300,000 and 1,000,000 points)
+but 1.1-2.0 σ at 0.25-0.5 %: below about 0.3 voxels that reading sits on its floor (the network's
+own roughness), and the capped reading is the one that holds (0.97-1.07 σ there). So a capped
+cloud reading at least DENSE_FLOOR un-capped voxels un-capped, or at least DENSE_LOW un-capped
+voxels capped, runs once, on a random share of DENSE_DENSITY points per occupied voxel (the cloud
+thinned, not the voxel shrunk), at the voxel that puts the un-capped reading at DENSE_NOISE
+voxels (at most the un-capped voxel), given that reading; else the capped voxel and its rule hold.
+Chosen on those training meshes (denoise / input Chamfer-L1 after `mls_fill` to the input's
+count; share route / capped route as shipped before): 300,000 points at σ = 0.5 / 1 / 1.5 %:
+bull 0.445 / 0.411 / 0.439 against 0.511 / 0.710 / 1.014, pig 0.365 / 0.348 / 0.379 against
+0.446 / 0.723 / 0.842, cactus 0.355 / 0.323 / 0.321 against 0.513 / 0.721 / 0.999; at 0.25 %
+(all three stay capped) the share route would have scored 0.546 / 0.420 / 0.416 against 0.442 /
+0.430 / 0.403. 1,000,000 points at 1 / 1.5 %: bull 0.412 / 0.475, pig 0.341 / 0.403. 50,000
+points (capped to 0.65-1.0 of the un-capped voxel), 4 meshes at 0.25 / 0.5 / 1 %: both routes
+within 0.03 of each other on all 12. Noise at 0.8 voxels against 0.9: a tie on the 11 noisy
+clouds (mean 0.391 each), 0.9 better at 0.5 %; 4 points per voxel against 2 (at 0.8 voxels): worse on 5 of 7, by up to 0.10
+(the one-off scripts: branch candidate-lvlbr, candidate/scripts/s34/)."""
 
 
 FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT = 1.0, 1.5, 2.0, 2
@@ -164,6 +192,22 @@ class Frame(NamedTuple):
     centre: torch.Tensor
     voxel: float
     """Voxel side in world units."""
+    uncapped: Optional[float] = None
+    """The base voxel before the density cap shrank it (`make_frame`); None where none did."""
+
+
+class Reading(NamedTuple):
+    """What `Reconstructor._readings` read of a cloud's noise."""
+    first: Optional[torch.Tensor]
+    """The first pass's points (`_read_noise`; None where it did not run)."""
+    level: float
+    """The noise that pass read, in the frame's voxels (NaN where it did not run or found no surface)."""
+    whole: bool
+    """Whether that pass read the whole cloud (not a share of it)."""
+    share_voxel: Optional[float] = None
+    """The voxel of the share route for a dense, noisy cloud (`DENSE_FLOOR`), world units; None: the frame's rule."""
+    share_level: float = float("nan")
+    """The noise read in the un-capped frame, world units (NaN where not read)."""
 
 
 def occupied_voxels(points: torch.Tensor, voxel: float) -> int:
@@ -196,7 +240,7 @@ def make_frame(points: torch.Tensor, voxels_per_diagonal: float, max_density: Op
         for _ in range(16):
             mid = (small * big) ** 0.5
             small, big = (mid, big) if density(points, mid) <= max_density else (small, mid)
-        voxel = small
+        return Frame((lo + hi) / 2, small, voxel)
     return Frame((lo + hi) / 2, voxel)
 
 
@@ -365,7 +409,9 @@ class Reconstructor(nn.Module):
         voxel: the voxel side in world units. Default: the base voxel of the module docstring's
         rule, then, with `adaptive`, the noise-adaptive voxel (`noise_level`, `rule`):
         finer where the cloud's noise, read from a first pass, is low enough for it; gaps of the
-        finer pass that the first one covers are filled from a base-voxel pass (`fill_gaps`).
+        finer pass that the first one covers are filled from a base-voxel pass (`fill_gaps`); a
+        dense cloud too noisy for its density-capped voxel runs once, coarser, on a share of its
+        points (`DENSE_FLOOR`; `voxel_index` then counts that pass's voxels).
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
         progress bar on stderr when `progress` is set. `noisy` may be on any device and of any
         float dtype: the model runs on its own device in float32, on the cloud taken relative to
@@ -383,7 +429,18 @@ class Reconstructor(nn.Module):
         first, base, scale, whole_read = None, frame.voxel, 1.0, False
         given = noise if self.cfg.noise_input else None  # the level this network reads, world units
         if voxel is None and (adaptive or (self.cfg.noise_input and given is None)):
-            first, level, whole_read = self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress)
+            if adaptive:
+                read = self._readings(noisy, frame, tile, margin, progress)
+            else:
+                read = Reading(*self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress))
+            if read.share_voxel is not None:  # a dense, noisy cloud: once, on a share of it
+                if self.cfg.noise_input and given is None:
+                    given = read.share_level
+                share = reading_share(noisy, read.share_voxel, DENSE_DENSITY)
+                pts = self._run(share, Frame(frame.centre, read.share_voxel), threshold, tile, margin, progress, given)
+                voxel_index = torch.arange(len(pts) // self.cfg.points_per_voxel, device=noisy.device)
+                return pts.to(home, dtype) + origin, voxel_index.repeat_interleave(self.cfg.points_per_voxel).to(home)
+            first, level, whole_read = read.first, read.level, read.whole
             if adaptive:
                 scale = voxel_scale(level, self.rule_for(whole_read))
             if self.cfg.noise_input and given is None and level == level:  # NaN: the first pass found no surface
@@ -406,6 +463,25 @@ class Reconstructor(nn.Module):
             whole_index = len(pts) // k + torch.arange(len(whole) // k, device=noisy.device).repeat_interleave(k)
             pts, voxel_index = torch.cat([pts, whole[add]]), torch.cat([voxel_index, whole_index[add]])
         return pts.to(home, dtype) + origin, voxel_index.to(home)
+
+    def _readings(self, noisy: torch.Tensor, frame: Frame, tile: int = TILE, margin: int = MARGIN,
+                  progress: bool = False) -> "Reading":
+        """The noise readings the adaptive voxel is decided from. A cloud whose base voxel the
+        density cap shrank (`frame.uncapped`) is read first in the un-capped frame: at least
+        DENSE_FLOOR un-capped voxels there sends it to the share route. Else the first pass in
+        `frame` (`_read_noise`), which sends a capped cloud to the share route where it reads at
+        least DENSE_LOW un-capped voxels. The share route runs at the voxel that puts the
+        un-capped reading at DENSE_NOISE voxels, at most the un-capped voxel."""
+        loose = float("nan")
+        if frame.uncapped is not None:
+            loose = self._read_noise(noisy, Frame(frame.centre, frame.uncapped), tile=tile, margin=margin, progress=progress)[1] * frame.uncapped
+            share_voxel = min(loose / DENSE_NOISE, frame.uncapped)
+            if loose >= DENSE_FLOOR * frame.uncapped:
+                return Reading(None, float("nan"), False, share_voxel, loose)
+        first, level, whole = self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress)
+        if loose == loose and level * frame.voxel >= DENSE_LOW * frame.uncapped:
+            return Reading(first, level, whole, share_voxel, loose)
+        return Reading(first, level, whole)
 
     def _framed(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> Tuple[torch.Tensor, Frame]:
         """(the local cloud (`_local`) less its far strays (STRAY_REACH), its frame: the base voxel
@@ -438,10 +514,14 @@ class Reconstructor(nn.Module):
 
     @torch.no_grad()
     def voxel_reading(self, noisy: torch.Tensor) -> Tuple[float, float]:
-        """(`noise_level` in base voxels, the voxel scale the weights' rule picks for it): what
-        `reconstruct` decides its voxel from."""
-        level, whole = self._reading(noisy)
-        return level, voxel_scale(level, self.rule_for(whole))
+        """(the noise in base voxels, the voxel scale `reconstruct` runs at): `noise_level` and the
+        weights' rule for it, or for a dense, noisy cloud the reading in the un-capped frame and
+        the voxel it asks for (`_readings`), both in capped base voxels."""
+        local, frame = self._framed(self._local(noisy)[0])
+        read = self._readings(local, frame)
+        if read.share_voxel is not None:
+            return read.share_level / frame.voxel, read.share_voxel / frame.voxel
+        return read.level, voxel_scale(read.level, self.rule_for(read.whole))
 
     def _reading(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> Tuple[float, bool]:
         """(the noise level, whether it was read on the whole cloud), on the cloud and base frame
