@@ -10,9 +10,9 @@ older ones; on a random share of a dense cloud's points, `reading_share`), and t
 reconstructed once at the voxel the noise asks for (the weights' `voxel_rule`, or their
 `share_rule` for a cloud read on a share: finer for less noise); where that finer pass leaves
 gaps that the first pass covers, a pass at the base voxel (the first pass itself when that ran
-at the base voxel on the whole cloud) fills them (`fill_gaps`). A dense cloud whose noise, read
-at the un-capped base voxel, asks for a voxel coarser than the capped one runs once, at that
-voxel, on a share of its points (`DENSE_FLOOR`).
+at the base voxel on the whole cloud) fills them (`fill_gaps`). A dense cloud whose density cap
+shrank the base voxel and whose noise reads high runs once instead, on a share of its points, at
+the voxel its noise read at the un-capped base voxel asks for (the share route, `DENSE_FLOOR`).
 Large grids are processed in tiles with overlapping margins (`reconstruct`).
 """
 
@@ -410,8 +410,9 @@ class Reconstructor(nn.Module):
         rule, then, with `adaptive`, the noise-adaptive voxel (`noise_level`, `rule`):
         finer where the cloud's noise, read from a first pass, is low enough for it; gaps of the
         finer pass that the first one covers are filled from a base-voxel pass (`fill_gaps`); a
-        dense cloud too noisy for its density-capped voxel runs once, coarser, on a share of its
-        points (`DENSE_FLOOR`; `voxel_index` then counts that pass's voxels).
+        dense cloud too noisy for its density-capped voxel runs once, on a share of its points,
+        at the voxel its un-capped reading asks for (`DENSE_FLOOR`; `voxel_index` then counts
+        that pass's voxels).
         Grids wider than `tile` voxels go tile by tile (memory bounded by one tile), with a
         progress bar on stderr when `progress` is set. `noisy` may be on any device and of any
         float dtype: the model runs on its own device in float32, on the cloud taken relative to
@@ -465,7 +466,7 @@ class Reconstructor(nn.Module):
         return pts.to(home, dtype) + origin, voxel_index.to(home)
 
     def _readings(self, noisy: torch.Tensor, frame: Frame, tile: int = TILE, margin: int = MARGIN,
-                  progress: bool = False) -> "Reading":
+                  progress: bool = False) -> Reading:
         """The noise readings the adaptive voxel is decided from. A cloud whose base voxel the
         density cap shrank (`frame.uncapped`) is read first in the un-capped frame: at least
         DENSE_FLOOR un-capped voxels there sends it to the share route. Else the first pass in
