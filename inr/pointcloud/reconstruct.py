@@ -434,18 +434,19 @@ class Reconstructor(nn.Module):
                 read = self._readings(noisy, frame, tile, margin, progress)
             else:
                 read = Reading(*self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress))
-            if read.share_voxel is not None:  # a dense, noisy cloud: once, on a share of it
+            if read.share_voxel is not None:
+                # a dense, noisy cloud: one pass on a share of it at its own voxel (scale 1, no first
+                # pass to reuse: no gap filling)
+                base = read.share_voxel
+                noisy = reading_share(noisy, base, DENSE_DENSITY)
                 if self.cfg.noise_input and given is None:
                     given = read.share_level
-                share = reading_share(noisy, read.share_voxel, DENSE_DENSITY)
-                pts = self._run(share, Frame(frame.centre, read.share_voxel), threshold, tile, margin, progress, given)
-                voxel_index = torch.arange(len(pts) // self.cfg.points_per_voxel, device=noisy.device)
-                return pts.to(home, dtype) + origin, voxel_index.repeat_interleave(self.cfg.points_per_voxel).to(home)
-            first, level, whole_read = read.first, read.level, read.whole
-            if adaptive:
-                scale = voxel_scale(level, self.rule_for(whole_read))
-            if self.cfg.noise_input and given is None and level == level:  # NaN: the first pass found no surface
-                given = level * base
+            else:
+                first, level, whole_read = read.first, read.level, read.whole
+                if adaptive:
+                    scale = voxel_scale(level, self.rule_for(whole_read))
+                if self.cfg.noise_input and given is None and level == level:  # NaN: the first pass found no surface
+                    given = level * base
         # the first pass is the base-voxel pass when it ran there, on the whole cloud, at the same
         # threshold, and without a noise level that this network reads
         base_pass = first if whole_read and float(self.noise_voxel) == 1.0 and threshold == 0.5 and given is None else None
