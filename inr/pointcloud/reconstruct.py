@@ -89,7 +89,7 @@ way). 2 per voxel is about where the 5,000-point clouds that most calibration re
 (1.9 on bull), so those are read whole."""
 
 
-DENSE_FLOOR, DENSE_LOW, DENSE_NOISE, DENSE_DENSITY = 0.35, 0.2, 0.9, 2.0
+DENSE_FLOOR, DENSE_LOW, DENSE_NOISE, DENSE_DENSITY, DENSE_THIN, DENSE_AGREE = 0.35, 0.2, 0.9, 2.0, 0.5, 0.62
 """Dense, noisy clouds (`Reconstructor._readings`): the share route. The density cap shrinks a
 dense scan's voxel and so puts its noise at a voxel or more of it, where the network (trained on
 up to about a voxel) follows part of the noise, and where the noise read collapses (bull, a
@@ -112,7 +112,24 @@ bull 0.445 / 0.411 / 0.439 against 0.511 / 0.710 / 1.014, pig 0.365 / 0.348 / 0.
 points (capped to 0.65-1.0 of the un-capped voxel), 4 meshes at 0.25 / 0.5 / 1 %: both routes
 within 0.03 of each other on all 12. Noise at 0.8 voxels against 0.9: a tie on the 11 noisy
 clouds (mean 0.391 each), 0.9 better at 0.5 %; 4 points per voxel against 2 (at 0.8 voxels): worse on 5 of 7, by up to 0.10
-(the one-off scripts: branch candidate-lvlbr, candidate/scripts/s34/)."""
+(the one-off scripts: branch candidate-lvlbr, candidate/scripts/s34/).
+
+Thin parts read as noise too: where the un-capped voxel misses a plate's two sides, its one sheet
+between them lies half the plate's thickness from each, and the un-capped reading rises with no
+noise at all (turbine and rotor, training meshes of thin plates, clean: 0.39-0.43 un-capped
+voxels, over DENSE_FLOOR). On the share route such clean scans came out much worse than on the
+capped one (denoise / input Chamfer-L1, 150,000 / 300,000 points: turbine 1.385 / 1.593 against
+0.955 / 0.961, rotor 1.441 / 1.690 against 0.996 / 0.975; at σ = 0.25 %: turbine 0.720 / 0.715
+against 0.532 / 0.459). So an un-capped reading under DENSE_THIN un-capped voxels is read again
+at the share route's own voxel, which resolves such plates, and the share route runs only where
+that reads at least DENSE_AGREE of it. Readings (the second over the first, on the training
+meshes, 50,000-1,000,000 points): 0.67-0.91 on 31 clouds with σ = 0.5-1.5 % (bull, pig, cactus,
+bear, dino, elephant, hand, head, horizons, knot1, ChineseDragon, pinion, couplingdown); 0.12-0.57 on
+turbine and rotor at σ = 0-0.5 %; 0.12-0.56 on organic clouds at σ = 0-0.25 %, whose share-route
+gains were small (ChineseDragon, anchor, bull, pinion at 50,000 points: 0.005-0.039; rotor
+at 0.25 %: 0.088, lost now). At σ = 2-2.5 % the second reading falls too (0.23-0.54: the noise is
+a voxel or more at the share's voxel), but there the un-capped one reads 0.53-0.72, and plates read
+at most 0.49 (turbine at 0.5 %), hence DENSE_THIN (branch candidate-lvlbr, candidate/scripts/s35/)."""
 
 
 FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT = 1.0, 1.5, 2.0, 2
@@ -473,17 +490,31 @@ class Reconstructor(nn.Module):
         DENSE_FLOOR un-capped voxels there sends it to the share route. Else the first pass in
         `frame` (`_read_noise`), which sends a capped cloud to the share route where it reads at
         least DENSE_LOW un-capped voxels. The share route runs at the voxel that puts the
-        un-capped reading at DENSE_NOISE voxels, at most the un-capped voxel."""
-        loose = float("nan")
+        un-capped reading at DENSE_NOISE voxels, at most the un-capped voxel, and only where the
+        un-capped reading is noise (`_noise_holds`), not thin parts the coarser voxel missed."""
+        loose, checked = float("nan"), False
         if frame.uncapped is not None:
             loose = self._read_noise(noisy, Frame(frame.centre, frame.uncapped), tile=tile, margin=margin, progress=progress)[1] * frame.uncapped
             share_voxel = min(loose / DENSE_NOISE, frame.uncapped)
             if loose >= DENSE_FLOOR * frame.uncapped:
-                return Reading(None, float("nan"), False, share_voxel, loose)
+                if self._noise_holds(noisy, frame, share_voxel, loose, tile, margin, progress):
+                    return Reading(None, float("nan"), False, share_voxel, loose)
+                checked = True  # it does not hold: the capped route
         first, level, whole = self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress)
-        if loose == loose and level * frame.voxel >= DENSE_LOW * frame.uncapped:
+        if (loose == loose and not checked and level * frame.voxel >= DENSE_LOW * frame.uncapped
+                and self._noise_holds(noisy, frame, share_voxel, loose, tile, margin, progress)):
             return Reading(first, level, whole, share_voxel, loose)
         return Reading(first, level, whole)
+
+    def _noise_holds(self, noisy: torch.Tensor, frame: Frame, voxel: float, loose: float, tile: int, margin: int,
+                     progress: bool) -> bool:
+        """Whether `loose`, the noise read in the un-capped frame (world units), is noise: at least
+        DENSE_THIN un-capped voxels, or else read again at the share route's `voxel` (world units)
+        at least DENSE_AGREE of it."""
+        if loose >= DENSE_THIN * frame.uncapped:
+            return True
+        own = self._read_noise(noisy, Frame(frame.centre, voxel), tile=tile, margin=margin, progress=progress)[1] * voxel
+        return own >= DENSE_AGREE * loose
 
     def _framed(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> Tuple[torch.Tensor, Frame]:
         """(the local cloud (`_local`) less its far strays (STRAY_REACH), its frame: the base voxel
