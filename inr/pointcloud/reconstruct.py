@@ -123,9 +123,9 @@ capped one (denoise / input Chamfer-L1, 150,000 / 300,000 points: turbine 1.385 
 against 0.532 / 0.459). So an un-capped reading under DENSE_THIN un-capped voxels is read again
 at the share route's own voxel, which resolves such plates, and the share route runs only where
 that reads at least DENSE_AGREE of it. Readings (the second over the first, on the training
-meshes, 50,000-1,000,000 points): 0.67-0.91 on 31 clouds with σ = 0.5-1.5 % (bull, pig, cactus,
+meshes, 50,000-1,000,000 points): 0.67-0.91 on 35 clouds with σ = 0.5-1.5 % (bull, pig, cactus,
 bear, dino, elephant, hand, head, horizons, knot1, ChineseDragon, pinion, couplingdown); 0.12-0.57 on
-turbine and rotor at σ = 0-0.5 %; 0.12-0.56 on organic clouds at σ = 0-0.25 %, whose share-route
+turbine and rotor at σ = 0-0.5 %; 0.06-0.56 on other meshes' clouds at σ = 0-0.25 %, whose share-route
 gains were small (ChineseDragon, anchor, bull, pinion at 50,000 points: 0.005-0.039; rotor
 at 0.25 %: 0.088, lost now). At σ = 2-2.5 % the second reading falls too (0.23-0.54: the noise is
 a voxel or more at the share's voxel), but there the un-capped one reads 0.53-0.72, and plates read
