@@ -492,19 +492,22 @@ class Reconstructor(nn.Module):
         least DENSE_LOW un-capped voxels. The share route runs at the voxel that puts the
         un-capped reading at DENSE_NOISE voxels, at most the un-capped voxel, and only where the
         un-capped reading is noise (`_noise_holds`), not thin parts the coarser voxel missed."""
-        loose, checked = float("nan"), False
-        if frame.uncapped is not None:
-            loose = self._read_noise(noisy, Frame(frame.centre, frame.uncapped), tile=tile, margin=margin, progress=progress)[1] * frame.uncapped
-            share_voxel = min(loose / DENSE_NOISE, frame.uncapped)
-            if loose >= DENSE_FLOOR * frame.uncapped:
-                if self._noise_holds(noisy, frame, share_voxel, loose, tile, margin, progress):
-                    return Reading(None, float("nan"), False, share_voxel, loose)
-                checked = True  # it does not hold: the capped route
-        first, level, whole = self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress)
-        if (loose == loose and not checked and level * frame.voxel >= DENSE_LOW * frame.uncapped
+        def capped() -> Reading:  # the first pass in the (capped) frame
+            return Reading(*self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress))
+
+        if frame.uncapped is None:
+            return capped()
+        loose = self._read_noise(noisy, Frame(frame.centre, frame.uncapped), tile=tile, margin=margin, progress=progress)[1] * frame.uncapped
+        share_voxel = min(loose / DENSE_NOISE, frame.uncapped)
+        if loose >= DENSE_FLOOR * frame.uncapped:
+            if self._noise_holds(noisy, frame, share_voxel, loose, tile, margin, progress):
+                return Reading(None, float("nan"), False, share_voxel, loose)
+            return capped()  # thin parts, not noise
+        read = capped()
+        if (loose == loose and read.level * frame.voxel >= DENSE_LOW * frame.uncapped
                 and self._noise_holds(noisy, frame, share_voxel, loose, tile, margin, progress)):
-            return Reading(first, level, whole, share_voxel, loose)
-        return Reading(first, level, whole)
+            return read._replace(share_voxel=share_voxel, share_level=loose)
+        return read
 
     def _noise_holds(self, noisy: torch.Tensor, frame: Frame, voxel: float, loose: float, tile: int, margin: int,
                      progress: bool) -> bool:
