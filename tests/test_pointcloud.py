@@ -498,6 +498,7 @@ def test_reconstruct_gives_a_noise_reading_network_the_level_its_first_pass_read
         return run(self, noisy, frame, *args)
 
     monkeypatch.setattr(Reconstructor, "_run", recording)
+    monkeypatch.setattr("inr.pointcloud.reconstruct.FINER_SCALES", ())  # no finer readings (their own test)
     noisy, _ = _fixed_pair()
     level, scale = model.voxel_reading(noisy)
     frame = model._framed(model._local(noisy)[0])[1]
@@ -688,6 +689,7 @@ def test_weights_carry_their_voxel_rule_and_reconstruct_uses_it(tmp_path, tiny_w
     voxels, read_whole = [], [True]
     # 0.3: halfway between the whole rule's first knots, below the share rule's first
     monkeypatch.setattr(Reconstructor, "_read_noise", lambda self, noisy, frame, **kw: (noisy[:0], 0.3, read_whole[0]))
+    monkeypatch.setattr("inr.pointcloud.reconstruct.FINER_SCALES", ())  # the rule alone (the finer step: its own test)
     monkeypatch.setattr(Reconstructor, "_run", lambda self, noisy, frame, *a: voxels.append(frame.voxel) or noisy[:0])
     cloud = torch.from_numpy(_sphere_points(800, noise=0.01)).float()
     model.max_density.fill_(100.0)  # the diagonal's voxel holds (two training steps saw only sparse clouds)
@@ -1124,6 +1126,54 @@ def test_a_dense_noisy_cloud_runs_on_a_share_at_the_voxel_its_noise_asks_for(mon
     assert read == [0.1] and r.share_voxel is None and r.level == 3.0
 
 
+def test_a_dense_cloud_runs_finer_than_its_rule_while_the_noise_read_there_stays_small(monkeypatch):
+    # hand-set readings (in each reading voxel's units) by voxel scale: a dense cloud (read on a
+    # share) that the rule sends to scale 0.6 is read again there, and the network gets that level;
+    # then at each finer scale while the reading there is at most FINER_NOISE of its voxel
+    from dataclasses import replace
+
+    import inr.pointcloud.reconstruct as rec
+    from inr.pointcloud.network import ReconstructionConfig
+    from inr.pointcloud.reconstruct import Frame, Reading, Reconstructor
+
+    monkeypatch.setattr(rec, "FINER_SCALES", (0.5, 0.35))
+    monkeypatch.setattr(rec, "FINER_NOISE", 0.5)
+    model = Reconstructor(replace(ReconstructionConfig(width=8, d_model=16, heads=2, layers=1, neighbours=8), noise_input=True), 12.0).eval()
+    base, levels, read = 0.04, {}, []
+
+    def fake_read(self, noisy, frame, **kw):
+        read.append(round(frame.voxel / base, 6))
+        return noisy[:1], levels[read[-1]], False
+
+    monkeypatch.setattr(Reconstructor, "_read_noise", fake_read)
+    cloud, frame = torch.zeros(10, 3), Frame(torch.zeros(3), base, 0.1)
+
+    def finer(scale, set_levels=None, whole=False):
+        read.clear()
+        levels.update(set_levels or {})
+        return model._finer(cloud, frame, scale, 0.9 * base, whole, 64, 16, False)
+
+    assert finer(0.6, {0.6: 0.7, 0.5: 0.4, 0.35: 0.8}) == (0.5, pytest.approx(0.4 * 0.5 * base))
+    assert read == [0.6, 0.5, 0.35]
+    assert finer(0.6, {0.5: 0.5, 0.35: 0.5}) == (0.35, pytest.approx(0.5 * 0.35 * base))  # at most FINER_NOISE: finer
+    assert finer(0.6, {0.5: 0.51}) == (0.6, pytest.approx(0.7 * 0.6 * base)) and read == [0.6, 0.5]  # its own level
+    assert finer(0.6, {0.6: float("nan"), 0.5: 0.6}) == (0.6, pytest.approx(0.9 * base))  # no surface read: as read before
+    assert finer(0.5, {0.5: 0.3, 0.35: 0.6}) == (0.5, pytest.approx(0.3 * 0.5 * base)) and read == [0.5, 0.35]
+    assert finer(0.3, {0.3: 0.1}) == (0.3, pytest.approx(0.1 * 0.3 * base)) and read == [0.3]  # finer than the ladder
+    assert finer(0.6, whole=True) == (0.6, 0.9 * base) and read == []  # a sparse cloud read whole: the rule alone
+    assert finer(1.0) == (1.0, 0.9 * base) and read == []  # the base voxel: nothing to refine
+    # through reconstruct: the pass runs at the finer voxel with the level read there, then a base pass fills gaps
+    monkeypatch.setattr(Reconstructor, "_framed", lambda self, noisy, voxel=None: (noisy, frame))
+    monkeypatch.setattr(Reconstructor, "_readings", lambda self, noisy, frame, *a: Reading(noisy, 0.9, False))
+    monkeypatch.setattr(rec, "voxel_scale", lambda level, rule=None: 0.6)
+    runs = []
+    monkeypatch.setattr(Reconstructor, "_run", lambda self, noisy, fr, *a: runs.append((fr.voxel, a[4])) or noisy)
+    levels.update({0.6: 0.7, 0.5: 0.4, 0.35: 0.8})
+    model.reconstruct(torch.rand(6 * model.cfg.points_per_voxel, 3))  # whole voxels of points
+    assert runs == [(pytest.approx(0.5 * base), pytest.approx(0.4 * 0.5 * base)), (pytest.approx(base), pytest.approx(0.4 * 0.5 * base))]
+    assert model.voxel_reading(torch.rand(50, 3)) == (0.9, 0.5)
+
+
 def test_shipped_weights_clean_a_dense_noisy_cloud_on_a_share_better_than_at_the_capped_voxel(monkeypatch):
     # 60,000 points on a bent sheet at 1.5 % noise: the density cap shrinks the voxel and puts the
     # noise near a voxel of it, where the network follows part of the noise; read in the un-capped
@@ -1191,6 +1241,7 @@ def test_shipped_weights_keep_a_clean_dense_scan_of_thin_plates_off_the_share_ro
         ratio[route] = compare(out, truth, 1.0)["chamfer_l1"] / compare(clean, truth, 1.0)["chamfer_l1"]
     print(ratio)
     assert ratio["capped"] < 0.8 * ratio["share"]
+    assert ratio["capped"] < 0.72  # the capped route runs finer than its rule (`FINER_SCALES`): 0.68; without: 0.76
 
 
 def test_denoise_keeps_the_colours_of_the_input(tmp_path, tiny_weights):
