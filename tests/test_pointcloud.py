@@ -843,6 +843,7 @@ def test_fill_gaps_known_answer_and_reconstruct_adds_the_coarse_points(tiny_weig
     monkeypatch.setattr(Reconstructor, "_read_noise", first_pass(coarse8, 0.2))
     monkeypatch.setattr(Reconstructor, "_run", run)
     monkeypatch.setattr("inr.pointcloud.reconstruct.make_frame", lambda *a, **kw: Frame(torch.zeros(3), 0.1))
+    monkeypatch.setattr("inr.pointcloud.reconstruct.FINER_SCALES", ())  # the rule's scale alone (the finer step: its own test)
     pts, index = model.reconstruct(noisy)
     assert passes == [0.05, 0.1]
     want = fill_gaps(fine8, base8, noisy, 0.1)
