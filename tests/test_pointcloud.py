@@ -493,9 +493,9 @@ def test_reconstruct_gives_a_noise_reading_network_the_level_its_first_pass_read
                                   noise_input=True), 12.0).eval()
     calls, run = [], Reconstructor._run
 
-    def recording(self, noisy, frame, *args):
+    def recording(self, noisy, frame, *args, **kw):
         calls.append((frame.voxel, args[4] if len(args) > 4 else None))  # (threshold, tile, margin, progress, noise)
-        return run(self, noisy, frame, *args)
+        return run(self, noisy, frame, *args, **kw)
 
     monkeypatch.setattr(Reconstructor, "_run", recording)
     monkeypatch.setattr("inr.pointcloud.reconstruct.FINER_SCALES", ())  # no finer readings (their own test)
@@ -1154,10 +1154,12 @@ def test_a_dense_cloud_runs_finer_than_its_rule_while_the_noise_read_there_stays
         levels.update(set_levels or {})
         return model._finer(cloud, frame, scale, 0.9 * base, whole, 64, 16, False)
 
+    monkeypatch.setattr(rec, "FINER_OWN", 0.6)
     assert finer(0.6, {0.6: 0.7, 0.5: 0.4, 0.35: 0.8}) == (0.5, pytest.approx(0.4 * 0.5 * base))
     assert read == [0.6, 0.5, 0.35]
     assert finer(0.6, {0.5: 0.5, 0.35: 0.5}) == (0.35, pytest.approx(0.5 * 0.35 * base))  # at most FINER_NOISE: finer
-    assert finer(0.6, {0.5: 0.51}) == (0.6, pytest.approx(0.7 * 0.6 * base)) and read == [0.6, 0.5]  # its own level
+    assert finer(0.6, {0.5: 0.51}) == (0.6, pytest.approx(0.9 * base)) and read == [0.6, 0.5]  # over FINER_OWN: the base level
+    assert finer(0.6, {0.6: 0.6}) == (0.6, pytest.approx(0.6 * 0.6 * base))  # at most FINER_OWN: its own level
     assert finer(0.6, {0.6: float("nan"), 0.5: 0.6}) == (0.6, pytest.approx(0.9 * base))  # no surface read: as read before
     assert finer(0.5, {0.5: 0.3, 0.35: 0.6}) == (0.5, pytest.approx(0.3 * 0.5 * base)) and read == [0.5, 0.35]
     assert finer(0.3, {0.3: 0.1}) == (0.3, pytest.approx(0.1 * 0.3 * base)) and read == [0.3]  # finer than the ladder
@@ -1169,7 +1171,7 @@ def test_a_dense_cloud_runs_finer_than_its_rule_while_the_noise_read_there_stays
     monkeypatch.setattr(rec, "voxel_scale", lambda level, rule=None: 0.6)
     runs = []
     monkeypatch.setattr(Reconstructor, "_run", lambda self, noisy, fr, *a: runs.append((fr.voxel, a[4])) or noisy)
-    levels.update({0.6: 0.7, 0.5: 0.4, 0.35: 0.8})
+    levels.update({0.6: 0.55, 0.5: 0.4, 0.35: 0.8})
     model.reconstruct(torch.rand(6 * model.cfg.points_per_voxel, 3))  # whole voxels of points
     assert runs == [(pytest.approx(0.5 * base), pytest.approx(0.4 * 0.5 * base)), (pytest.approx(base), pytest.approx(0.4 * 0.5 * base))]
     assert model.voxel_reading(torch.rand(50, 3)) == (0.9, 0.5)

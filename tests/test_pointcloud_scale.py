@@ -185,3 +185,37 @@ def test_even_subsample_covers_the_cloud():
     gaps = np.diff(np.sort(np.r_[0.0, out[:, 0], 1.0]))
     assert gaps.max() < 0.2  # a random 20 of these points would hold ~18 from the clump
     assert even_subsample(pts[:10], 20) is not None and len(even_subsample(pts[:10], 20)) == 10
+
+
+def test_a_reading_on_sampled_tiles_runs_exactly_those_tiles_of_the_whole_pass(monkeypatch):
+    # the finer step reads the noise of a large share on random tiles of the pass's grid: the pass on
+    # those tiles gives exactly the points the whole tiled pass gives there (the same crops), the
+    # tiles hold just enough points, and the noise is read from the points well inside them
+    import inr.pointcloud.reconstruct as rec
+    from inr.pointcloud.heldout import terrain
+    from inr.pointcloud.knn import knn
+    from inr.pointcloud.network import ReconstructionConfig
+    from inr.pointcloud.reconstruct import Frame, Reconstructor, to_voxel_units
+    from inr.pointcloud.shapes import sample_surface
+
+    torch.manual_seed(0)
+    model = Reconstructor(ReconstructionConfig(width=8, d_model=16, layers=1, points_per_voxel=2), 40.0).eval()
+    pts = torch.from_numpy(sample_surface(terrain(), 4000, np.random.default_rng(0))).float()
+    frame = Frame((pts.min(0).values + pts.max(0).values) / 2, float((pts.max(0).values - pts.min(0).values).norm()) / 40)
+    monkeypatch.setattr(rec, "READ_POINTS", 900)
+    starts, inside = Reconstructor._sampled_tiles(pts, frame, 12)
+    u = to_voxel_units(pts, frame)
+    lo = torch.floor(u).long().min(0).values - 1
+    in_tile = torch.stack([((u >= s) & (u < s + 12)).all(1) for s in starts])  # (tiles, N)
+    held = in_tile.sum(1)
+    assert 1 < len(starts) and int(held.sum()) >= 900 and int(held[:-1].sum()) < 900  # just enough tiles
+    assert all(bool(((s - lo) % 12 == 0).all()) for s in starts)  # on the whole pass's grid
+    deep = torch.stack([((u >= s + rec.READ_EDGE) & (u < s + 12 - rec.READ_EDGE)).all(1) for s in starts]).any(0)
+    assert torch.equal(inside, deep) and 0 < int(inside.sum()) < int(held.sum())
+    assert Reconstructor._sampled_tiles(pts, frame, 12)[1].equal(inside)  # a fixed seed
+    with torch.no_grad():
+        whole = model._run(pts, frame, 0.3, 12, 4, False)
+        part = model._run(pts, frame, 0.3, 12, 4, False, tiles=starts)
+        every = model._run(pts, frame, 0.3, 12, 4, False, tiles=Reconstructor._tile_starts(torch.floor(u).long(), lo, 12))
+    assert 0 < len(part) < len(whole) and torch.equal(every, whole)
+    assert float(knn(part, whole, 1)[1].max()) == 0.0  # each of its points is one of the whole pass's

@@ -132,7 +132,7 @@ a voxel or more at the share's voxel), but there the un-capped one reads 0.53-0.
 at most 0.49 (turbine at 0.5 %), hence DENSE_THIN (branch candidate-lvlbr, candidate/scripts/s35/)."""
 
 
-FINER_SCALES, FINER_NOISE = (0.5, 0.35), 0.5
+FINER_SCALES, FINER_NOISE, FINER_OWN = (0.5, 0.35), 0.5, 0.6
 """Finer than the rule, for dense clouds (`Reconstructor._finer`). The base pass's reading holds
 the network's own error at the base voxel and, on thin plates it merges into one sheet, their
 thickness: blade (a training mesh, a sheet 0.5 % of its diagonal thick), 50,000 clean points, read
@@ -155,7 +155,25 @@ cactus), 50,000 points: clean 0.904-0.992 → 0.894-0.923 (all 9 better), 0.25 %
 at most 0.001), up to 0.036 better; 0.5 % (4 of them capped) within 0.003. It costs up to two more
 passes (50,000 points: 7-11 s → 20-40 s). Not for sparse clouds read whole: at 5,000 points the
 level read at the rule's voxel lost on blade, turbine and pinion at 2 % (by 0.02-0.09) for a few
-gains at 1 % (scripts: branch candidate-lvlbr, candidate/scripts/s36/)."""
+gains at 1 % (scripts: branch candidate-lvlbr, candidate/scripts/s36/).
+
+FINER_OWN: on denser clouds the reading at the rule's voxel falls short of the noise (the output
+follows part of it) and the network, given that lower level, keeps more noise. Training meshes at
+σ = 0.25 %, the level read at the rule's voxel (in its voxels) and denoise / input Chamfer-L1 given
+it against the base pass's level: 50,000 points 0.32-0.57 per voxel, better or tied on all 8
+clouds (blade 0.57: 0.668 against 0.811); 300,000 points 0.54 / 0.67 / 0.74 (rotor, pig, bull):
+0.601 / 0.506 / 0.514 against 0.597 / 0.503 / 0.505; 1,000,000 points 0.69 / 0.72 (bull, pig):
+0.630 / 0.599 against 0.570 / 0.546. So it replaces the base level only up to FINER_OWN of its voxel
+(branch candidate-lvlbr, candidate/scripts/s37/)."""
+
+
+READ_POINTS, READ_EDGE = 100_000, 2
+"""The finer step's readings (`_finer`) of a cloud whose reading share holds more than twice
+READ_POINTS points run the network on random tiles (a fixed seed) of its grid holding about that
+many, and read the noise from their points at least READ_EDGE voxels inside them (`_sampled_tiles`).
+The reading at the rule's voxel of a 1,000,000-point cloud (training meshes bull, pig; σ = 0.25 %)
+ran 68-87 s on the whole share; on random tiles holding 10 % of its points it read within 0.04-0.06
+of the whole share's reading (20 draws; 25 %: within 0.02-0.03), at 300,000 points 10 % within 0.02."""
 
 
 FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT = 1.0, 1.5, 2.0, 2
@@ -525,7 +543,7 @@ class Reconstructor(nn.Module):
 
         if frame.uncapped is None:
             return capped()
-        loose = self._read_noise(noisy, Frame(frame.centre, frame.uncapped), tile=tile, margin=margin, progress=progress)[1] * frame.uncapped
+        loose = self._level_at(noisy, frame, frame.uncapped, tile, margin, progress)
         share_voxel = min(loose / DENSE_NOISE, frame.uncapped)
         if loose >= DENSE_FLOOR * frame.uncapped:
             if self._noise_holds(noisy, frame, share_voxel, loose, tile, margin, progress):
@@ -539,22 +557,32 @@ class Reconstructor(nn.Module):
 
     def _finer(self, noisy: torch.Tensor, frame: Frame, scale: float, level: float, whole: bool, tile: int,
                margin: int, progress: bool) -> Tuple[float, float]:
-        """(the voxel scale, the noise in world units read at it) for a cloud the rule runs finer than
-        the base voxel at `scale`, where the base pass read `level` (world units): read again at that
-        voxel, then at each finer FINER_SCALES while the noise read there stays within FINER_NOISE of
-        its voxel. A cloud the rule keeps at the base voxel, or whose reading found no surface, keeps
-        both as they are."""
+        """(the voxel scale, the noise level for the network, world units) for a cloud the rule runs
+        finer than the base voxel at `scale`, where the base pass read `level` (world units): read
+        again at that voxel (that level replaces the base pass's where it is at most FINER_OWN of the
+        voxel), then at each finer FINER_SCALES while the noise read there stays within FINER_NOISE of
+        its voxel (and gives the level). These readings run on sampled tiles of large clouds
+        (`READ_POINTS`). A cloud the rule keeps at the base voxel, or whose reading found no surface,
+        keeps both as they are."""
         if whole or scale >= 1.0 or level != level or not FINER_SCALES:
             return scale, level
-        own = self._read_noise(noisy, Frame(frame.centre, frame.voxel * scale), tile=tile, margin=margin, progress=progress)[1]
-        level = own * frame.voxel * scale if own == own else level
+        own = self._level_at(noisy, frame, frame.voxel * scale, tile, margin, progress, sample=True)
+        if own <= FINER_OWN * frame.voxel * scale:  # not NaN
+            level = own
         for finer in (s for s in FINER_SCALES if s < scale):
             voxel = frame.voxel * finer
-            own = self._read_noise(noisy, Frame(frame.centre, voxel), tile=tile, margin=margin, progress=progress)[1]
-            if not own <= FINER_NOISE:  # NaN too
+            own = self._level_at(noisy, frame, voxel, tile, margin, progress, sample=True)
+            if not own <= FINER_NOISE * voxel:  # NaN too
                 break
-            scale, level = finer, own * voxel
+            scale, level = finer, own
         return scale, level
+
+    def _level_at(self, noisy: torch.Tensor, frame: Frame, voxel: float, tile: int, margin: int, progress: bool,
+                  sample: bool = False) -> float:
+        """The noise read with `voxel` (world units) as the frame's voxel (`_read_noise`), in world units
+        (NaN: no surface found); `sample`: on random tiles of the reading's share (`READ_POINTS`)."""
+        return self._read_noise(noisy, Frame(frame.centre, voxel), tile=tile, margin=margin, progress=progress,
+                                sample=sample)[1] * voxel
 
     def _noise_holds(self, noisy: torch.Tensor, frame: Frame, voxel: float, loose: float, tile: int, margin: int,
                      progress: bool) -> bool:
@@ -563,8 +591,7 @@ class Reconstructor(nn.Module):
         at least DENSE_AGREE of it."""
         if loose >= DENSE_THIN * frame.uncapped:
             return True
-        own = self._read_noise(noisy, Frame(frame.centre, voxel), tile=tile, margin=margin, progress=progress)[1] * voxel
-        return own >= DENSE_AGREE * loose
+        return self._level_at(noisy, frame, voxel, tile, margin, progress) >= DENSE_AGREE * loose
 
     def _framed(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> Tuple[torch.Tensor, Frame]:
         """(the local cloud (`_local`) less its far strays (STRAY_REACH), its frame: the base voxel
@@ -615,37 +642,61 @@ class Reconstructor(nn.Module):
         return level, whole
 
     def _read_noise(self, noisy: torch.Tensor, frame: Frame, at: Optional[float] = None, tile: int = TILE,
-                    margin: int = MARGIN, progress: bool = False) -> Tuple[torch.Tensor, float, bool]:
+                    margin: int = MARGIN, progress: bool = False, sample: bool = False) -> Tuple[torch.Tensor, float, bool]:
         """(the first pass's points, at `at` (default: the weights' `noise_voxel`) times frame's
         voxel, on the points `reading_share` keeps at the weights' `noise_density`; the noise in
-        frame's voxels read from those points against them; whether they were the whole cloud)."""
+        frame's voxels read from those points against them; whether they were the whole cloud).
+        `sample`: where that share holds more than twice READ_POINTS points, the pass runs on random
+        tiles of it holding about READ_POINTS and the noise is read from their points (the pass's
+        points are then those tiles' alone)."""
         at = float(self.noise_voxel) if at is None else at
         cloud = reading_share(noisy, frame.voxel, float(self.noise_density))
-        surface = self._run(cloud, Frame(frame.centre, frame.voxel * at), 0.5, tile, margin, progress)
-        if len(surface) == 0:
+        run_frame, tiles, queries = Frame(frame.centre, frame.voxel * at), None, cloud
+        if sample and len(cloud) > 2 * READ_POINTS:
+            tiles, inside = self._sampled_tiles(cloud, run_frame, tile)
+            queries = cloud[inside]
+        surface = self._run(cloud, run_frame, 0.5, tile, margin, progress, tiles=tiles)
+        if len(surface) == 0 or len(queries) == 0:
             return surface, float("nan"), cloud is noisy
-        return surface, plane_sigma(cloud, surface, NOISE_NEIGHBOURS) / frame.voxel, cloud is noisy
+        return surface, plane_sigma(queries, surface, NOISE_NEIGHBOURS) / frame.voxel, cloud is noisy
+
+    @staticmethod
+    def _sampled_tiles(cloud: torch.Tensor, frame: Frame, tile: int) -> Tuple[list, torch.Tensor]:
+        """(the lower corners of random tiles of `_run`'s grid for `cloud` in `frame` (a fixed seed)
+        holding together at least READ_POINTS of its points, the (N,) mask of its points inside them
+        by at least READ_EDGE voxels)."""
+        u = to_voxel_units(cloud, frame)
+        lo = torch.floor(u).long().min(0).values - 1  # as `_run` lays its tiles
+        cell = torch.div(torch.floor(u).long() - lo, tile, rounding_mode="floor")
+        keys, which = torch.unique(pack_keys(cell), return_inverse=True)
+        order = torch.randperm(len(keys), generator=torch.Generator().manual_seed(0), device="cpu").to(cloud.device)
+        take = order[: int((torch.cumsum(torch.bincount(which, minlength=len(keys))[order], 0) < READ_POINTS).sum()) + 1]
+        within = u - (lo + tile * cell).to(u.dtype)
+        inside = torch.isin(which, take) & ((within >= READ_EDGE) & (within < tile - READ_EDGE)).all(1)
+        return [lo + tile * c for c in unpack_keys(keys[take])[0]], inside
 
     def _run(self, noisy: torch.Tensor, frame: Frame, threshold: float, tile: int, margin: int, progress: bool,
-             noise: Optional[float] = None) -> torch.Tensor:
+             noise: Optional[float] = None, tiles: Optional[list] = None) -> torch.Tensor:
         """Both stages on the cloud in `frame`, tile by tile: (V * K, 3) world points. `noise`: the
-        cloud's noise in world units, for weights that read it (None: not given)."""
+        cloud's noise in world units, for weights that read it (None: not given). `tiles`: the lower
+        corners of the tiles to run (`_sampled_tiles`; default: all that hold a point or candidate)."""
         u = to_voxel_units(noisy, frame)
         ijk = torch.floor(u).long()
         lo = ijk.min(0).values - 1  # candidates reach one voxel beyond the points
-        starts = self._tile_starts(ijk, lo, tile)
+        starts = self._tile_starts(ijk, lo, tile) if tiles is None else tiles
+        crop = len(starts) > 1 or tiles is not None
         if len(starts) > 1 and progress:
             from tqdm import tqdm
 
             starts = tqdm(starts, desc="tiles", unit="tile", file=sys.stderr)
         chunks = []
         for start in starts:
-            near = ((ijk >= start - margin) & (ijk < start + tile + margin)).all(1) if len(starts) > 1 else slice(None)
+            near = ((ijk >= start - margin) & (ijk < start + tile + margin)).all(1) if crop else slice(None)
             u_t = u[near]
             x = candidate_input(u_t, self.cfg.moments, self.cfg.noise_input, None if noise is None else noise / frame.voxel)
             out = self.stage1(x)
             keep = torch.sigmoid(out.logits[-1]) > threshold
-            if len(starts) > 1:
+            if crop:
                 keep &= ((x.coords >= start) & (x.coords < start + tile)).all(1)
             rows = keep.nonzero()[:, 0]
             if len(rows):
