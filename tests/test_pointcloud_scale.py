@@ -219,3 +219,15 @@ def test_a_reading_on_sampled_tiles_runs_exactly_those_tiles_of_the_whole_pass(m
         every = model._run(pts, frame, 0.3, 12, 4, False, tiles=Reconstructor._tile_starts(torch.floor(u).long(), lo, 12))
     assert 0 < len(part) < len(whole) and torch.equal(every, whole)
     assert float(knn(part, whole, 1)[1].max()) == 0.0  # each of its points is one of the whole pass's
+    # the sampled reading: those tiles' pass, read from the points well inside them; a share of at
+    # most twice READ_POINTS is read whole
+    from inr.pointcloud.reconstruct import NOISE_NEIGHBOURS, plane_sigma
+
+    monkeypatch.setattr(model, "noise_density", torch.tensor(float("inf")))  # the whole cloud is the share
+    with torch.no_grad():
+        surface, level, _ = model._read_noise(pts, frame, at=1.0, tile=12, margin=4, sample=True)
+        assert torch.equal(surface, model._run(pts, frame, 0.5, 12, 4, False, tiles=starts))
+        assert level == pytest.approx(plane_sigma(pts[inside], surface, NOISE_NEIGHBOURS) / frame.voxel)
+        monkeypatch.setattr(rec, "READ_POINTS", len(pts) // 2)
+        surface, level, _ = model._read_noise(pts, frame, at=1.0, tile=12, margin=4, sample=True)
+        assert torch.equal(surface, model._run(pts, frame, 0.5, 12, 4, False))
