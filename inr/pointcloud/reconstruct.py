@@ -666,8 +666,9 @@ class Reconstructor(nn.Module):
         holding together at least READ_POINTS of its points, the (N,) mask of its points inside them
         by at least READ_EDGE voxels)."""
         u = to_voxel_units(cloud, frame)
-        lo = torch.floor(u).long().min(0).values - 1  # as `_run` lays its tiles
-        cell = torch.div(torch.floor(u).long() - lo, tile, rounding_mode="floor")
+        ijk = torch.floor(u).long()
+        lo = ijk.min(0).values - 1  # as `_run` lays its tiles
+        cell = torch.div(ijk - lo, tile, rounding_mode="floor")
         keys, which = torch.unique(pack_keys(cell), return_inverse=True)
         order = torch.randperm(len(keys), generator=torch.Generator().manual_seed(0), device="cpu").to(cloud.device)
         take = order[: int((torch.cumsum(torch.bincount(which, minlength=len(keys))[order], 0) < READ_POINTS).sum()) + 1]
