@@ -65,6 +65,47 @@ def test_down_and_up_convs_equal_strided_dense_convs():
     assert feats.grad is not None and torch.isfinite(feats.grad).all() and feats.grad.abs().sum() > 0
 
 
+def test_stage2_equals_torchs_transformer_encoder_in_blocks_forward_and_backward(monkeypatch):
+    """PointNet writes its encoder layers out (the last one for the voxel token alone, in blocks of
+    CHUNK voxels): the same values and gradients as nn.TransformerEncoder's own forward on all tokens."""
+    from inr.pointcloud.network import PointNet, ReconstructionConfig
+
+    torch.manual_seed(0)
+    cfg = ReconstructionConfig(width=8, d_model=16, heads=4, neighbours=6, points_per_voxel=3)
+    net = PointNet(cfg).double()
+    monkeypatch.setattr(PointNet, "CHUNK", 7)  # 20 voxels: blocks of 7, 7, 6
+    feats = torch.randn(20, cfg.width, dtype=torch.float64)
+    rel = torch.randn(20, cfg.neighbours, 3, dtype=torch.float64)
+    mask = torch.rand(20, cfg.neighbours) < 0.4
+    mask[0], mask[1] = True, False  # a voxel with no neighbour, one with all
+
+    def reference():
+        enc = net.pe(rel.reshape(-1, 3)).view(*rel.shape[:2], -1)
+        tokens = torch.cat([net.voxel_in(feats)[:, None], net.point_in(enc)], 1)
+        pad = torch.cat([torch.zeros_like(mask[:, :1]), mask], 1)
+        h = net.transformer(tokens, src_key_padding_mask=pad)
+        return torch.tanh(net.out(h[:, 0])).view(-1, cfg.points_per_voxel, 3)
+
+    g = torch.randn(20, cfg.points_per_voxel, 3, dtype=torch.float64)
+    grads = []
+    for run in (net.forward, lambda *a: reference()):
+        net.zero_grad()
+        out = run(feats, rel, mask)
+        (out * g).sum().backward()
+        grads.append((out.detach(), [p.grad.clone() for p in net.parameters()]))
+    torch.testing.assert_close(grads[0][0], grads[1][0])
+    for mine, theirs in zip(grads[0][1], grads[1][1]):
+        torch.testing.assert_close(mine, theirs)
+    net.eval()  # torch's fused inference path
+    with torch.no_grad():
+        torch.testing.assert_close(net(feats, rel, mask), reference())
+    # a padded neighbour does not count: moving it changes nothing
+    moved = rel.clone()
+    moved[mask] += 5.0
+    with torch.no_grad():
+        torch.testing.assert_close(net(feats, moved, mask), net(feats, rel, mask))
+
+
 def test_up_conv_with_missing_parents_reads_zeros():
     coarse = SparseTensor(torch.tensor([[0, 0, 0]]), torch.ones(1, 2))
     fine = SparseTensor(torch.tensor([[1, 0, 1], [2, 0, 0]]), torch.zeros(2, 1))  # second one's parent (1,0,0) is inactive

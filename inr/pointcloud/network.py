@@ -77,7 +77,7 @@ class _Block(nn.Module):
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         y = self.conv(x)
-        return y.replace(torch.relu(self.norm(y.feats)))
+        return y.replace(self.norm(y.feats).relu_())  # in place: fresh tensors, large on dense clouds
 
 
 class Hourglass(nn.Module):
@@ -97,11 +97,11 @@ class Hourglass(nn.Module):
             x = enc(x)
             skips.append(x)
             x = down(x)
-            x = x.replace(torch.relu(x.feats))
+            x = x.replace(x.feats.relu_())
         x = self.mid(x)
         for k in reversed(range(len(self.up))):
             x = self.up[k](x, skips[k])
-            x = self.dec[k](x.replace(torch.relu(x.feats + skips[k].feats)))
+            x = self.dec[k](x.replace((x.feats + skips[k].feats).relu_()))
         return x, self.head(x).feats[:, 0]
 
 
@@ -163,11 +163,42 @@ class PointNet(nn.Module):
         self.transformer = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
         self.out = nn.Linear(cfg.d_model, 3 * cfg.points_per_voxel)
 
+    CHUNK = 1024
+    """Voxels per block of the forward: the tokens of 1,024 voxels (33 x 64 floats each) stay in a
+    CPU's cache through a layer's memory-bound steps; stage 2 on 12,000 voxels ran 1.0 s whole and
+    0.64 s in such blocks (2 cores)."""
+
     def forward(self, voxel_feats: torch.Tensor, rel: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """voxel_feats (V, width), rel (V, k, 3) neighbour positions in voxel units, mask (V, k)
         True where padded -> (V, K, 3) offsets in voxel units (within +-1 of the centre)."""
+        if len(voxel_feats) > self.CHUNK:
+            return torch.cat([self(*(t[i:i + self.CHUNK] for t in (voxel_feats, rel, mask)))
+                              for i in range(0, len(voxel_feats), self.CHUNK)])
         enc = rel if self.pe is None else self.pe(rel.reshape(-1, 3)).view(*rel.shape[:2], -1)
         tokens = torch.cat([self.voxel_in(voxel_feats)[:, None], self.point_in(enc)], 1)
-        pad = torch.cat([torch.zeros_like(mask[:, :1]), mask], 1)
-        h = self.transformer(tokens, src_key_padding_mask=pad)
-        return torch.tanh(self.out(h[:, 0])).view(-1, self.cfg.points_per_voxel, 3)
+        keep = torch.cat([torch.ones_like(mask[:, :1]), ~mask], 1)[:, None, None, :]  # (V, 1, 1, 1 + k)
+        layers = self.transformer.layers
+        for k, layer in enumerate(layers):
+            # only the voxel token's output is read: the last layer computes its row alone
+            tokens = _encoder_layer(layer, tokens, tokens[:, :1] if k == len(layers) - 1 else tokens, keep)
+        return torch.tanh(self.out(tokens[:, 0])).view(-1, self.cfg.points_per_voxel, 3)
+
+
+def _encoder_layer(layer: nn.TransformerEncoderLayer, x: torch.Tensor, rows: torch.Tensor,
+                   keep: torch.Tensor) -> torch.Tensor:
+    """`layer` (post-norm, ReLU, no dropout: as `PointNet` builds it) on the tokens x (V, T, d), for the
+    query tokens `rows` (V, R, d) only (x itself, or its first tokens); keys where `keep` (V, 1, 1, T)
+    is False are left out. Equal to the layer's own forward restricted to those rows (a test checks it);
+    written out so that the last layer need not compute the rows nobody reads."""
+    attn = layer.self_attn
+    d, heads = x.shape[-1], attn.num_heads
+    w, b = attn.in_proj_weight, attn.in_proj_bias
+    k, v = nn.functional.linear(x, w[d:], b[d:]).chunk(2, -1)
+    q = nn.functional.linear(rows, w[:d], b[:d])
+
+    def split(t: torch.Tensor) -> torch.Tensor:
+        return t.unflatten(-1, (heads, d // heads)).transpose(1, 2)
+
+    o = nn.functional.scaled_dot_product_attention(split(q), split(k), split(v), attn_mask=keep)
+    h = layer.norm1(rows + attn.out_proj(o.transpose(1, 2).flatten(2)))
+    return layer.norm2(h + layer.linear2(layer.linear1(h).relu_()))

@@ -4,8 +4,8 @@ A sparse tensor is a set of active voxels (integer coordinates, optionally a bat
 a feature row each. Neighbours are found by packing coordinates into int64 keys, sorting them
 once, and binary-searching the shifted keys (`torch.searchsorted`); a convolution is then, for
 every kernel offset, a gather of the neighbours' features, a matmul with that offset's weight,
-and an `index_add_` into the outputs. Kernel maps are cached on the tensor, so the layers of one
-resolution share them. This is the measured-steady CPU path (see ENVIRONMENT.md: spconv's CPU
+and an `index_add_` into the outputs (the centre offset, every site's own row, is a plain
+matmul). Kernel maps are cached on the tensor, so the layers of one resolution share them. This is the measured-steady CPU path (see ENVIRONMENT.md: spconv's CPU
 backward needs a patch; this runs within ~20 % of its speed).
 
 Three layers, each equal to a dense convolution evaluated at the active sites (inactive voxels
@@ -93,10 +93,11 @@ class SubmanifoldConv3d(nn.Module):
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / (kernel_size**3 * in_channels)))  # He
 
     def forward(self, x: SparseTensor) -> SparseTensor:
-        out = x.feats.new_zeros(len(x), self.weight.shape[2])
-        for w, (out_rows, in_rows) in zip(self.weight, _submanifold_map(x, self.k)):
-            if len(out_rows):
-                out = out.index_add(0, out_rows, x.feats[in_rows] @ w)
+        centre = self.k**3 // 2  # offset 0: every site is its own neighbour, no gather needed
+        out = x.feats @ self.weight[centre]
+        for o, (w, (out_rows, in_rows)) in enumerate(zip(self.weight, _submanifold_map(x, self.k))):
+            if o != centre and len(out_rows):
+                out.index_add_(0, out_rows, x.feats[in_rows] @ w)
         if self.bias is not None:
             out = out + self.bias
         return x.replace(out)
@@ -129,7 +130,7 @@ class DownConv3d(nn.Module):
         for c in range(8):
             rows = (k == c).nonzero()[:, 0]
             if len(rows):
-                out = out.index_add(0, inverse[rows], x.feats[rows] @ self.weight[c])
+                out.index_add_(0, inverse[rows], x.feats[rows] @ self.weight[c])
         if self.bias is not None:
             out = out + self.bias
         return coarse.replace(out)
@@ -157,7 +158,7 @@ class UpConv3d(nn.Module):
         for c in range(8):
             rows = ((k == c) & found).nonzero()[:, 0]
             if len(rows):
-                out = out.index_add(0, rows, x.feats[idx[rows]] @ self.weight[c])
+                out.index_add_(0, rows, x.feats[idx[rows]] @ self.weight[c])
         if self.bias is not None:
             out = out + self.bias
         return target.replace(out)
