@@ -202,8 +202,7 @@ def test_a_reading_on_sampled_tiles_runs_exactly_those_tiles_of_the_whole_pass(m
     model = Reconstructor(ReconstructionConfig(width=8, d_model=16, layers=1, points_per_voxel=2), 40.0).eval()
     pts = torch.from_numpy(sample_surface(terrain(), 4000, np.random.default_rng(0))).float()
     frame = Frame((pts.min(0).values + pts.max(0).values) / 2, float((pts.max(0).values - pts.min(0).values).norm()) / 40)
-    monkeypatch.setattr(rec, "READ_POINTS", 900)
-    starts, inside = Reconstructor._sampled_tiles(pts, frame, 12)
+    starts, inside = Reconstructor._sampled_tiles(pts, frame, 12, 900)
     u = to_voxel_units(pts, frame)
     lo = torch.floor(u).long().min(0).values - 1
     in_tile = torch.stack([((u >= s) & (u < s + 12)).all(1) for s in starts])  # (tiles, N)
@@ -212,22 +211,28 @@ def test_a_reading_on_sampled_tiles_runs_exactly_those_tiles_of_the_whole_pass(m
     assert all(bool(((s - lo) % 12 == 0).all()) for s in starts)  # on the whole pass's grid
     deep = torch.stack([((u >= s + rec.READ_EDGE) & (u < s + 12 - rec.READ_EDGE)).all(1) for s in starts]).any(0)
     assert torch.equal(inside, deep) and 0 < int(inside.sum()) < int(held.sum())
-    assert Reconstructor._sampled_tiles(pts, frame, 12)[1].equal(inside)  # a fixed seed
+    assert Reconstructor._sampled_tiles(pts, frame, 12, 900)[1].equal(inside)  # a fixed seed
     with torch.no_grad():
         whole = model._run(pts, frame, 0.3, 12, 4, False)
         part = model._run(pts, frame, 0.3, 12, 4, False, tiles=starts)
         every = model._run(pts, frame, 0.3, 12, 4, False, tiles=Reconstructor._tile_starts(torch.floor(u).long(), lo, 12))
     assert 0 < len(part) < len(whole) and torch.equal(every, whole)
     assert float(knn(part, whole, 1)[1].max()) == 0.0  # each of its points is one of the whole pass's
-    # the sampled reading: those tiles' pass, read from the points well inside them; a share of at
-    # most twice READ_POINTS is read whole
+    # the sampled reading: tiles holding max(READ_POINTS, READ_SHARE of the share), their pass, read
+    # from the points well inside them; a share of at most twice that is read whole
     from inr.pointcloud.reconstruct import NOISE_NEIGHBOURS, plane_sigma
 
     monkeypatch.setattr(model, "noise_density", torch.tensor(float("inf")))  # the whole cloud is the share
-    with torch.no_grad():
-        surface, level, _ = model._read_noise(pts, frame, at=1.0, tile=12, margin=4, sample=True)
+    for points, share in ((900, 0.0), (100, 900 / len(pts))):  # either bound sets it
+        monkeypatch.setattr(rec, "READ_POINTS", points)
+        monkeypatch.setattr(rec, "READ_SHARE", share)
+        with torch.no_grad():
+            surface, level, _ = model._read_noise(pts, frame, at=1.0, tile=12, margin=4, sample=True)
         assert torch.equal(surface, model._run(pts, frame, 0.5, 12, 4, False, tiles=starts))
         assert level == pytest.approx(plane_sigma(pts[inside], surface, NOISE_NEIGHBOURS) / frame.voxel)
-        monkeypatch.setattr(rec, "READ_POINTS", len(pts) // 2)
-        surface, level, _ = model._read_noise(pts, frame, at=1.0, tile=12, margin=4, sample=True)
+    for points, share in ((len(pts) // 2, 0.0), (100, 0.5)):
+        monkeypatch.setattr(rec, "READ_POINTS", points)
+        monkeypatch.setattr(rec, "READ_SHARE", share)
+        with torch.no_grad():
+            surface, level, _ = model._read_noise(pts, frame, at=1.0, tile=12, margin=4, sample=True)
         assert torch.equal(surface, model._run(pts, frame, 0.5, 12, 4, False))

@@ -167,13 +167,20 @@ clouds (blade 0.57: 0.668 against 0.811); 300,000 points 0.54 / 0.67 / 0.74 (rot
 (branch candidate-lvlbr, candidate/scripts/s37/)."""
 
 
-READ_POINTS, READ_EDGE = 100_000, 2
+READ_POINTS, READ_SHARE, READ_EDGE = 30_000, 0.1, 2
 """The finer step's readings (`_finer`) of a cloud whose reading share holds more than twice
-READ_POINTS points run the network on random tiles (a fixed seed) of its grid holding about that
-many, and read the noise from their points at least READ_EDGE voxels inside them (`_sampled_tiles`).
-The reading at the rule's voxel of a 1,000,000-point cloud (training meshes bull, pig; σ = 0.25 %)
-ran 68-87 s on the whole share; on random tiles holding 10 % of its points it read within 0.04-0.06
-of the whole share's reading (20 draws; 25 %: within 0.02-0.03), at 300,000 points 10 % within 0.02."""
+max(READ_POINTS, READ_SHARE of its points) run the network on random tiles (a fixed seed) of its
+grid holding about that many, and read the noise from their points at least READ_EDGE voxels
+inside them (`_sampled_tiles`). The reading at the rule's voxel of a 1,000,000-point cloud
+(training meshes bull, pig; σ = 0.25 %) ran 68-87 s on the whole share; on random tiles holding
+10 % of its points it read within 0.04-0.06 of the whole share's reading (20 draws; 25 %: within
+0.02-0.03), at 300,000 points 10 % within 0.02. At 100,000 points (5 training meshes, σ = 0 and
+0.25 %, the readings at the rule's voxel and scales 0.5 and 0.35), tiles holding 30,000 points read
+within 0.003-0.031 of the whole share on 21 of 22 readings (20 draws; blade, clean, at 0.5: 0.17
+against 0.12, far under the gates); as shipped before (100,000 points, so clouds of 100,000 read whole)
+against these: the same scale chosen on all 10 clouds, denoise / input within 0.003, 24-33 s
+against 30-43 s clean and 13-20 s against 21-39 s at 0.25 % (branch candidate-lvlbr,
+candidate/scripts/s38/)."""
 
 
 FILL_UNEXPLAINED, FILL_REACH, FILL_ATTACH, FILL_SUPPORT = 1.0, 1.5, 2.0, 2
@@ -646,14 +653,15 @@ class Reconstructor(nn.Module):
         """(the first pass's points, at `at` (default: the weights' `noise_voxel`) times frame's
         voxel, on the points `reading_share` keeps at the weights' `noise_density`; the noise in
         frame's voxels read from those points against them; whether they were the whole cloud).
-        `sample`: where that share holds more than twice READ_POINTS points, the pass runs on random
-        tiles of it holding about READ_POINTS and the noise is read from their points (the pass's
-        points are then those tiles' alone)."""
+        `sample`: where that share holds more than twice max(READ_POINTS, READ_SHARE of it) points,
+        the pass runs on random tiles of it holding about that many and the noise is read from their
+        points (the pass's points are then those tiles' alone)."""
         at = float(self.noise_voxel) if at is None else at
         cloud = reading_share(noisy, frame.voxel, float(self.noise_density))
         run_frame, tiles, queries = Frame(frame.centre, frame.voxel * at), None, cloud
-        if sample and len(cloud) > 2 * READ_POINTS:
-            tiles, inside = self._sampled_tiles(cloud, run_frame, tile)
+        held = max(READ_POINTS, READ_SHARE * len(cloud))
+        if sample and len(cloud) > 2 * held:
+            tiles, inside = self._sampled_tiles(cloud, run_frame, tile, held)
             queries = cloud[inside]
         surface = self._run(cloud, run_frame, 0.5, tile, margin, progress, tiles=tiles)
         if len(surface) == 0 or len(queries) == 0:
@@ -661,9 +669,9 @@ class Reconstructor(nn.Module):
         return surface, plane_sigma(queries, surface, NOISE_NEIGHBOURS) / frame.voxel, cloud is noisy
 
     @staticmethod
-    def _sampled_tiles(cloud: torch.Tensor, frame: Frame, tile: int) -> Tuple[list, torch.Tensor]:
+    def _sampled_tiles(cloud: torch.Tensor, frame: Frame, tile: int, held: float) -> Tuple[list, torch.Tensor]:
         """(the lower corners of random tiles of `_run`'s grid for `cloud` in `frame` (a fixed seed)
-        holding together at least READ_POINTS of its points, the (N,) mask of its points inside them
+        holding together at least `held` of its points, the (N,) mask of its points inside them
         by at least READ_EDGE voxels)."""
         u = to_voxel_units(cloud, frame)
         ijk = torch.floor(u).long()
@@ -671,7 +679,7 @@ class Reconstructor(nn.Module):
         cell = torch.div(ijk - lo, tile, rounding_mode="floor")
         keys, which = torch.unique(pack_keys(cell), return_inverse=True)
         order = torch.randperm(len(keys), generator=torch.Generator().manual_seed(0), device="cpu").to(cloud.device)
-        take = order[: int((torch.cumsum(torch.bincount(which, minlength=len(keys))[order], 0) < READ_POINTS).sum()) + 1]
+        take = order[: int((torch.cumsum(torch.bincount(which, minlength=len(keys))[order], 0) < held).sum()) + 1]
         within = u - (lo + tile * cell).to(u.dtype)
         inside = torch.isin(which, take) & ((within >= READ_EDGE) & (within < tile - READ_EDGE)).all(1)
         return [lo + tile * c for c in unpack_keys(keys[take])[0]], inside
