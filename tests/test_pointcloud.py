@@ -96,7 +96,8 @@ def test_stage2_equals_torchs_transformer_encoder_in_blocks_forward_and_backward
     torch.testing.assert_close(grads[0][0], grads[1][0])
     for mine, theirs in zip(grads[0][1], grads[1][1]):
         torch.testing.assert_close(mine, theirs)
-    net.eval()  # torch's fused inference path
+    net.eval().float()  # torch's own fused inference path (eval, no grad, float32)
+    feats, rel = feats.float(), rel.float()
     with torch.no_grad():
         torch.testing.assert_close(net(feats, rel, mask), reference())
     # a padded neighbour does not count: moving it changes nothing

@@ -5,8 +5,9 @@ a feature row each. Neighbours are found by packing coordinates into int64 keys,
 once, and binary-searching the shifted keys (`torch.searchsorted`); a convolution is then, for
 every kernel offset, a gather of the neighbours' features, a matmul with that offset's weight,
 and an `index_add_` into the outputs (the centre offset, every site's own row, is a plain
-matmul). Kernel maps are cached on the tensor, so the layers of one resolution share them. This is the measured-steady CPU path (see ENVIRONMENT.md: spconv's CPU
-backward needs a patch; this runs within ~20 % of its speed).
+matmul). Kernel maps are cached on the tensor, so the layers of one resolution share them. This
+is the measured-steady CPU path (see ENVIRONMENT.md: spconv's CPU backward needs a patch; this
+runs within ~20 % of its speed).
 
 Three layers, each equal to a dense convolution evaluated at the active sites (inactive voxels
 hold zeros), which the tests check:
