@@ -569,8 +569,8 @@ class Reconstructor(nn.Module):
         again at that voxel (that level replaces the base pass's where it is at most FINER_OWN of the
         voxel), then at each finer FINER_SCALES while the noise read there stays within FINER_NOISE of
         its voxel (and gives the level). These readings run on sampled tiles of large clouds
-        (`READ_POINTS`). A cloud the rule keeps at the base voxel, or whose reading found no surface,
-        keeps both as they are."""
+        (`READ_POINTS`, `READ_SHARE`). A cloud the rule keeps at the base voxel, or whose reading
+        found no surface, keeps both as they are."""
         if whole or scale >= 1.0 or level != level or not FINER_SCALES:
             return scale, level
         own = self._level_at(noisy, frame, frame.voxel * scale, tile, margin, progress, sample=True)
@@ -587,7 +587,8 @@ class Reconstructor(nn.Module):
     def _level_at(self, noisy: torch.Tensor, frame: Frame, voxel: float, tile: int, margin: int, progress: bool,
                   sample: bool = False) -> float:
         """The noise read with `voxel` (world units) as the frame's voxel (`_read_noise`), in world units
-        (NaN: no surface found); `sample`: on random tiles of the reading's share (`READ_POINTS`)."""
+        (NaN: no surface found); `sample`: on random tiles of the reading's share (`READ_POINTS`,
+        `READ_SHARE`)."""
         return self._read_noise(noisy, Frame(frame.centre, voxel), tile=tile, margin=margin, progress=progress,
                                 sample=sample)[1] * voxel
 
