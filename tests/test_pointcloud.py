@@ -1,3 +1,4 @@
+import json
 import math
 
 import pytest
@@ -63,6 +64,30 @@ def test_down_and_up_convs_equal_strided_dense_convs():
     torch.testing.assert_close(z.feats, ref_up[0, :, z.coords[:, 0], z.coords[:, 1], z.coords[:, 2]].t())
     z.feats.sum().backward()
     assert feats.grad is not None and torch.isfinite(feats.grad).all() and feats.grad.abs().sum() > 0
+
+
+def test_sparse_convs_under_bf16_autocast_keep_their_input_dtype_and_fp32_values():
+    # `--precision bf16` trains under autocast: the products run in bf16, the sums land in the
+    # features' own dtype (index_add_ refuses mixed dtypes), within bf16's rounding of fp32
+    mask, coords = _random_sites(8, 0.3, seed=2)
+    torch.manual_seed(2)
+    feats = torch.randn(len(coords), 8)
+    x = SparseTensor(coords, feats)
+    convs = SubmanifoldConv3d(8, 8), DownConv3d(8, 8), UpConv3d(8, 8)
+
+    def run(x):
+        y = convs[0](x)
+        return convs[2](convs[1](y), y)
+
+    ref = run(x).feats
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        leaf = feats.clone().requires_grad_(True)
+        out = run(SparseTensor(coords, leaf)).feats
+    assert out.dtype == torch.float32
+    err = (out - ref).abs().max() / ref.abs().max()
+    assert 0 < err < 0.03  # bf16 products (8 bits of mantissa), not fp32 ones
+    out.sum().backward()
+    assert torch.isfinite(leaf.grad).all() and convs[0].weight.grad.abs().sum() > 0
 
 
 def test_stage2_equals_torchs_transformer_encoder_in_blocks_forward_and_backward(monkeypatch):
@@ -606,6 +631,20 @@ def test_pointcloud_train_cli_writes_loadable_weights(tmp_path, capsys):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="not a point-cloud weights file"):
         load_weights(tmp_path / "bad.pt")
+
+
+def test_pointcloud_train_runs_under_bf16_autocast(tmp_path, capsys):
+    from inr.cli import main
+    from inr.tasks.pointcloud_train import load_weights
+
+    tiny = ["--set", "train.dense_points=3000", "--set", "train.shape_pool=2", "--set", "model.width=8",
+            "--set", "model.d_model=16", "--set", "model.layers=1"]
+    out = tmp_path / "run"
+    assert main(["pointcloud", "train", "--steps", "2", "--out", str(out), "--no-progress", "--precision", "bf16", *tiny]) == 0
+    model = load_weights(out / "model.pt")
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] == 2 and math.isfinite(metrics["validation_chamfer_ratio"])
 
 
 def test_training_a_noise_reading_network_gives_it_the_level_it_reads(tmp_path, monkeypatch):

@@ -95,10 +95,10 @@ class SubmanifoldConv3d(nn.Module):
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         centre = self.k**3 // 2  # offset 0: every site is its own neighbour, no gather needed
-        out = x.feats @ self.weight[centre]
+        out = (x.feats @ self.weight[centre]).to(x.feats.dtype)
         for o, (w, (out_rows, in_rows)) in enumerate(zip(self.weight, _submanifold_map(x, self.k))):
             if o != centre and len(out_rows):
-                out.index_add_(0, out_rows, x.feats[in_rows] @ w)
+                out.index_add_(0, out_rows, (x.feats[in_rows] @ w).to(out.dtype))
         if self.bias is not None:
             out = out + self.bias
         return x.replace(out)
@@ -131,7 +131,7 @@ class DownConv3d(nn.Module):
         for c in range(8):
             rows = (k == c).nonzero()[:, 0]
             if len(rows):
-                out.index_add_(0, inverse[rows], x.feats[rows] @ self.weight[c])
+                out.index_add_(0, inverse[rows], (x.feats[rows] @ self.weight[c]).to(out.dtype))
         if self.bias is not None:
             out = out + self.bias
         return coarse.replace(out)
@@ -159,7 +159,7 @@ class UpConv3d(nn.Module):
         for c in range(8):
             rows = ((k == c) & found).nonzero()[:, 0]
             if len(rows):
-                out.index_add_(0, rows, x.feats[idx[rows]] @ self.weight[c])
+                out.index_add_(0, rows, (x.feats[idx[rows]] @ self.weight[c]).to(out.dtype))
         if self.bias is not None:
             out = out + self.bias
         return target.replace(out)
