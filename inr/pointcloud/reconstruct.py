@@ -278,6 +278,24 @@ class Reading(NamedTuple):
     """The noise read in the un-capped frame, world units (NaN where not read)."""
 
 
+class Plan(NamedTuple):
+    """What `Reconstructor.reconstruct` runs (`Reconstructor._plan`)."""
+    cloud: torch.Tensor
+    """The points the network reads: the cloud, or on the share route a share of it."""
+    base: float
+    """The base voxel, world units: the frame's, or the share route's voxel."""
+    scale: float
+    """The pass's voxel over `base`."""
+    given: Optional[float]
+    """The noise level the network is given, world units (None: none)."""
+    first: Optional[torch.Tensor]
+    """The first pass's points (None where none ran)."""
+    whole: bool
+    """Whether the first pass read the whole cloud."""
+    level: float
+    """The noise read, in the frame's voxels (NaN where none was read)."""
+
+
 def occupied_voxels(points: torch.Tensor, voxel: float) -> int:
     """How many voxels of side `voxel` hold at least one of the points."""
     ijk = torch.floor((points - points.min(0).values) / voxel).long()
@@ -493,30 +511,8 @@ class Reconstructor(nn.Module):
         home, dtype = noisy.device, noisy.dtype
         noisy, origin = self._local(noisy)
         noisy, frame = self._framed(noisy, voxel)
-        # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
-        # density-capped voxel may still be coarse for its noise
-        first, base, scale, whole_read = None, frame.voxel, 1.0, False
-        given = noise if self.cfg.noise_input else None  # the level this network reads, world units
-        if voxel is None and (adaptive or (self.cfg.noise_input and given is None)):
-            if adaptive:
-                read = self._readings(noisy, frame, tile, margin, progress)
-            else:
-                read = Reading(*self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress))
-            if read.share_voxel is not None:
-                # a dense, noisy cloud: one pass on a share of it at its own voxel (scale 1, no first
-                # pass to reuse: no gap filling)
-                base = read.share_voxel
-                noisy = reading_share(noisy, base, DENSE_DENSITY)
-                if self.cfg.noise_input and given is None:
-                    given = read.share_level
-            else:
-                first, level, whole_read = read.first, read.level, read.whole
-                own = level * base  # NaN: the first pass found no surface
-                if adaptive:
-                    scale, own = self._finer(noisy, frame, voxel_scale(level, self.rule_for(whole_read)), own,
-                                             whole_read, tile, margin, progress)
-                if self.cfg.noise_input and given is None and own == own:
-                    given = own
+        plan = self._plan(noisy, frame, voxel, adaptive, noise, tile, margin, progress)
+        noisy, base, scale, given, first, whole_read = plan.cloud, plan.base, plan.scale, plan.given, plan.first, plan.whole
         # the first pass is the base-voxel pass when it ran there, on the whole cloud, at the same
         # threshold, and without a noise level that this network reads
         base_pass = first if whole_read and float(self.noise_voxel) == 1.0 and threshold == 0.5 and given is None else None
@@ -535,6 +531,34 @@ class Reconstructor(nn.Module):
             whole_index = len(pts) // k + torch.arange(len(whole) // k, device=noisy.device).repeat_interleave(k)
             pts, voxel_index = torch.cat([pts, whole[add]]), torch.cat([voxel_index, whole_index[add]])
         return pts.to(home, dtype) + origin, voxel_index.to(home)
+
+    def _plan(self, noisy: torch.Tensor, frame: Frame, voxel: Optional[float], adaptive: bool, noise: Optional[float],
+              tile: int, margin: int, progress: bool) -> "Plan":
+        """What `reconstruct` runs on the local cloud in `frame` (`_framed`): the readings and the
+        voxel they ask for (none where `voxel`, the frame's, was given by hand)."""
+        # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
+        # density-capped voxel may still be coarse for its noise
+        given = noise if self.cfg.noise_input else None  # the level this network reads, world units
+        plan = Plan(noisy, frame.voxel, 1.0, given, None, False, float("nan"))
+        if voxel is not None or not (adaptive or (self.cfg.noise_input and given is None)):
+            return plan
+        if adaptive:
+            read = self._readings(noisy, frame, tile, margin, progress)
+        else:
+            read = Reading(*self._read_noise(noisy, frame, tile=tile, margin=margin, progress=progress))
+        if read.share_voxel is not None:
+            # a dense, noisy cloud: one pass on a share of it at its own voxel (scale 1, no first
+            # pass to reuse: no gap filling)
+            return plan._replace(cloud=reading_share(noisy, read.share_voxel, DENSE_DENSITY), base=read.share_voxel,
+                                 given=read.share_level if self.cfg.noise_input and given is None else given,
+                                 level=read.share_level / frame.voxel)
+        scale, own = 1.0, read.level * frame.voxel  # NaN: the first pass found no surface
+        if adaptive:
+            scale, own = self._finer(noisy, frame, voxel_scale(read.level, self.rule_for(read.whole)), own,
+                                     read.whole, tile, margin, progress)
+        if self.cfg.noise_input and given is None and own == own:
+            given = own
+        return plan._replace(scale=scale, given=given, first=read.first, whole=read.whole, level=read.level)
 
     def _readings(self, noisy: torch.Tensor, frame: Frame, tile: int = TILE, margin: int = MARGIN,
                   progress: bool = False) -> Reading:
@@ -632,15 +656,13 @@ class Reconstructor(nn.Module):
 
     @torch.no_grad()
     def voxel_reading(self, noisy: torch.Tensor) -> Tuple[float, float]:
-        """(the noise in base voxels, the voxel scale `reconstruct` runs at): `noise_level` and the
-        weights' rule for it (then `_finer`), or for a dense, noisy cloud the reading in the un-capped frame and
-        the voxel it asks for (`_readings`), both in capped base voxels."""
+        """(the noise in base voxels, the voxel scale `reconstruct` runs at), from the same readings
+        (`_plan`): `noise_level` and the weights' rule for it (then `_finer`), or for a dense, noisy
+        cloud the reading in the un-capped frame and the voxel it asks for (`_readings`), both in
+        capped base voxels."""
         local, frame = self._framed(self._local(noisy)[0])
-        read = self._readings(local, frame)
-        if read.share_voxel is not None:
-            return read.share_level / frame.voxel, read.share_voxel / frame.voxel
-        scale = voxel_scale(read.level, self.rule_for(read.whole))
-        return read.level, self._finer(local, frame, scale, read.level * frame.voxel, read.whole, TILE, MARGIN, False)[0]
+        plan = self._plan(local, frame, None, True, None, TILE, MARGIN, False)
+        return plan.level, plan.base * plan.scale / frame.voxel
 
     def _reading(self, noisy: torch.Tensor, voxel: Optional[float] = None) -> Tuple[float, bool]:
         """(the noise level, whether it was read on the whole cloud), on the cloud and base frame
