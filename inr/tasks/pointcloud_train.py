@@ -217,8 +217,9 @@ def store_voxel_rule(path: Path, rule, share_rule, noise_voxel: float, noise_den
     _save_atomic(data, path)
 
 
-def load_weights(path: Path) -> Reconstructor:
-    return _read_weights(path)[1]
+def load_weights(path) -> Reconstructor:
+    """The model a weights file (a path or its string) holds, in eval mode."""
+    return _read_weights(Path(path))[1]
 
 
 def _read_weights(path: Path) -> Tuple[Dict[str, Any], Reconstructor]:
