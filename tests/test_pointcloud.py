@@ -641,7 +641,7 @@ def test_pointcloud_train_runs_under_bf16_autocast(tmp_path, capsys):
             "--set", "model.d_model=16", "--set", "model.layers=1"]
     out = tmp_path / "run"
     assert main(["pointcloud", "train", "--steps", "2", "--out", str(out), "--no-progress", "--precision", "bf16", *tiny]) == 0
-    model = load_weights(out / "model.pt")
+    model = load_weights(str(out / "model.pt"))  # a path's string too
     assert all(torch.isfinite(p).all() for p in model.parameters())
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["steps"] == 2 and math.isfinite(metrics["validation_chamfer_ratio"])
