@@ -373,6 +373,16 @@ def test_pointcloud_mesh_poisson_trim_keeps_an_open_scan_open(tmp_path, capsys):
     assert "needs --method poisson" in capsys.readouterr().err and not (tmp_path / "x.ply").exists()
 
 
+def test_pointcloud_mesh_of_a_cloud_the_network_keeps_nothing_of_is_one_line_exit_2(tmp_path, capsys):
+    # 12 scattered points: no surface for the network, which keeps none of them
+    np.save(tmp_path / "few.npy", np.random.default_rng(0).normal(size=(12, 3)))
+    assert main(["pointcloud", "mesh", str(tmp_path / "few.npy"), str(tmp_path / "m.ply"), "--method", "poisson",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "few.npy" in err and "0 points are left after denoising (network)" in err and "Traceback" not in err
+    assert not (tmp_path / "m.ply").exists() and not (tmp_path / "m-oriented.ply").exists()
+
+
 def test_pointcloud_mesh_poisson_and_sdf(tmp_path, capsys):
     import trimesh
 

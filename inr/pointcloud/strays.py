@@ -23,9 +23,11 @@ nothing changes."""
 
 def strays(points):
     """(N,) bool: the far strays of a cloud (see STRAY_RATIO), all False when it has none; a
-    tensor for a tensor (on its device), an array for an (N, 3) array."""
+    tensor for a tensor (on its device), an array for an (N, 3) array; none of an empty cloud."""
     if isinstance(points, np.ndarray):
         return strays(torch.from_numpy(np.asarray(points, np.float64))).numpy()
+    if len(points) == 0:
+        return torch.zeros(0, dtype=torch.bool, device=points.device)
     lo, hi = points.min(0).values, points.max(0).values
     sample = points[:: max(1, len(points) // STRAY_SAMPLE)]
     q = torch.quantile(sample, torch.tensor([STRAY_QUANTILE, 1 - STRAY_QUANTILE], dtype=sample.dtype, device=sample.device), dim=0)

@@ -67,6 +67,9 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if far.any():
         cleaned = cleaned[~far]
         normals = None if normals is None or denoiser != "none" else normals[~far]
+    if len(cleaned) < 10:  # the network keeps no surface of a few scattered points
+        raise InputError(inp, f"{len(cleaned)} points are left after denoising ({denoiser}); a surface needs at least 10 "
+                         "(is it a surface scan? --denoise none keeps them all)")
     if denoiser != "none" or normals is None:
         normals = estimate_normals(cleaned, inp)
     prepared = time.perf_counter() - start
