@@ -533,7 +533,7 @@ class Reconstructor(nn.Module):
         return pts.to(home, dtype) + origin, voxel_index.to(home)
 
     def _plan(self, noisy: torch.Tensor, frame: Frame, voxel: Optional[float], adaptive: bool, noise: Optional[float],
-              tile: int, margin: int, progress: bool) -> "Plan":
+              tile: int, margin: int, progress: bool) -> Plan:
         """What `reconstruct` runs on the local cloud in `frame` (`_framed`): the readings and the
         voxel they ask for (none where `voxel`, the frame's, was given by hand)."""
         # the noise adapts the voxel whichever rule set it: a dense scan's (or a long object's)
