@@ -1,5 +1,6 @@
 """Surfaces as oriented points: a mesh file (points sampled on its faces, with the face normals)
-or a point-cloud file (its normals, or normals estimated and oriented with open3d).
+or a point-cloud file (its normals, or normals estimated and oriented: with open3d, or without
+it by the PCA and spanning-tree twin `plain_normals`).
 
 Every problem with an input is an InputError naming the file."""
 
@@ -80,8 +81,11 @@ def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT
     leaves fewer seams (`inr.data.orientation`), then turned outwards as a whole (pointing away
     from the centroid on average). Thin or open parts may come out flipped: give normals when
     the scanner has them."""
+    from .. import _external
     from .orientation import prefer_visible
 
+    if not _external.has_open3d():
+        return plain_normals(points)
     o3d = _open3d(path, "estimating normals needs open3d (or give a cloud with normals)")
     points = np.asarray(points, np.float64)
     points = points - (points.min(0) + points.max(0)) / 2  # normals do not move with the cloud; open3d's
@@ -99,6 +103,54 @@ def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT
         normals = np.where(vote[:, None] < 0, -normals, normals)
     else:
         normals = prefer_visible(o3d, points, _consistent(o3d, points, normals))
+    return orient_outwards(points, normals)
+
+
+def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -> np.ndarray:
+    """`estimate_normals` without open3d (scipy only): PCA over NORMAL_NEIGHBOURS neighbours, made
+    consistent along a minimum spanning tree of the ORIENT_NEIGHBOURS-nearest-neighbour graph
+    weighted by 1 - |n_i . n_j| (Hoppe et al. 1992; open3d's graph orientation is a variant of it),
+    each part of the graph started from its highest point facing up, then turned outwards as a
+    whole. No visibility check (it needs open3d's hidden point removal): thin parts come out
+    flipped more often. Larger clouds are oriented on a subset, as in `estimate_normals`."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import breadth_first_order, connected_components, minimum_spanning_tree
+    from scipy.spatial import cKDTree
+
+    points = np.asarray(points, np.float64)
+    points = points - (points.min(0) + points.max(0)) / 2
+    if len(points) < 3:
+        return np.tile([0.0, 0.0, 1.0], (len(points), 1))
+    tree = cKDTree(points)
+    _, near = tree.query(points, min(NORMAL_NEIGHBOURS, len(points)), workers=-1)
+    rel = points[near] - points[near].mean(1, keepdims=True)
+    normals = np.linalg.eigh(np.einsum("nki,nkj->nij", rel, rel))[1][:, :, 0]  # smallest eigenvalue's vector
+    rows = np.arange(len(points))
+    if len(points) > orient_at_most:
+        rows = np.sort(np.random.default_rng(0).choice(len(points), orient_at_most, replace=False))
+    sub, n_sub = points[rows], normals[rows]
+    k = min(ORIENT_NEIGHBOURS, len(sub) - 1)
+    _, nb = cKDTree(sub).query(sub, k + 1, workers=-1)
+    i, j = np.repeat(np.arange(len(sub)), k), nb[:, 1:].ravel()
+    weight = 1.0 - np.abs(np.sum(n_sub[i] * n_sub[j], 1)) + 1e-9  # > 0: a stored edge
+    tree_graph = minimum_spanning_tree(coo_matrix((weight, (i, j)), shape=(len(sub),) * 2))
+    tree_graph = tree_graph + tree_graph.T
+    _, part = connected_components(tree_graph, directed=False)
+    for p in np.unique(part):
+        members = np.nonzero(part == p)[0]
+        root = members[np.argmax(sub[members, 2])]
+        if n_sub[root, 2] < 0:
+            n_sub[root] = -n_sub[root]
+        order, parent = breadth_first_order(tree_graph, root, directed=False)
+        for node in order[1:]:  # parents come first
+            if np.dot(n_sub[node], n_sub[parent[node]]) < 0:
+                n_sub[node] = -n_sub[node]
+    if len(rows) < len(points):
+        _, close = cKDTree(sub).query(points, 5, workers=-1)
+        vote = np.einsum("nkd,nd->n", n_sub[close], normals)
+        normals = np.where(vote[:, None] < 0, -normals, normals)
+    else:
+        normals = n_sub
     return orient_outwards(points, normals)
 
 
