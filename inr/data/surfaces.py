@@ -85,7 +85,7 @@ def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT
     from .orientation import prefer_visible
 
     if not _external.has_open3d():
-        return plain_normals(points)
+        return plain_normals(points, orient_at_most)
     o3d = _open3d(path, "estimating normals needs open3d (or give a cloud with normals)")
     points = np.asarray(points, np.float64)
     points = points - (points.min(0) + points.max(0)) / 2  # normals do not move with the cloud; open3d's
