@@ -80,78 +80,89 @@ def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT
     `orient_at_most` points for larger clouds, see ORIENT_AT_MOST), or by visibility where that
     leaves fewer seams (`inr.data.orientation`), then turned outwards as a whole (pointing away
     from the centroid on average). Thin or open parts may come out flipped: give normals when
-    the scanner has them."""
+    the scanner has them. Without open3d: `plain_normals`."""
     from .. import _external
+
+    o3d = _open3d(path, "estimating normals needs open3d (or give a cloud with normals)") if _external.has_open3d() else None
+    return _estimate(points, o3d, orient_at_most)
+
+
+def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -> np.ndarray:
+    """`estimate_normals` without open3d (scipy only): the same PCA, made consistent along a minimum
+    spanning tree of the ORIENT_NEIGHBOURS-nearest-neighbour graph (`_tree_consistent`), with no
+    visibility check (it needs open3d's hidden point removal): thin parts come out flipped more
+    often."""
+    return _estimate(points, None, orient_at_most)
+
+
+def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
+    """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
     from .orientation import prefer_visible
 
-    if not _external.has_open3d():
-        return plain_normals(points, orient_at_most)
-    o3d = _open3d(path, "estimating normals needs open3d (or give a cloud with normals)")
     points = np.asarray(points, np.float64)
     points = points - (points.min(0) + points.max(0)) / 2  # normals do not move with the cloud; open3d's
     # covariances and orientation lose the detail of coordinates far from the origin (georeferenced scans)
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
-    cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(NORMAL_NEIGHBOURS))
-    normals = np.asarray(cloud.normals, dtype=np.float64)
+    if o3d is None:
+        if len(points) < 3:
+            return np.tile([0.0, 0.0, 1.0], (len(points), 1))
+        normals, orient = _pca_normals(points), _tree_consistent
+    else:
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+        cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(NORMAL_NEIGHBOURS))
+        normals = np.asarray(cloud.normals, dtype=np.float64)
+
+        def orient(p: np.ndarray, n: np.ndarray) -> np.ndarray:
+            return prefer_visible(o3d, p, _consistent(o3d, p, n))
     if len(points) > orient_at_most:
         subset = np.sort(np.random.default_rng(0).choice(len(points), orient_at_most, replace=False))
-        sides = prefer_visible(o3d, points[subset], _consistent(o3d, points[subset], normals[subset]))
+        sides = orient(points[subset], normals[subset])
         from scipy.spatial import cKDTree
 
         _, near = cKDTree(points[subset]).query(points, 5, workers=-1)
         vote = np.einsum("nkd,nd->n", sides[near], normals)
         normals = np.where(vote[:, None] < 0, -normals, normals)
     else:
-        normals = prefer_visible(o3d, points, _consistent(o3d, points, normals))
+        normals = orient(points, normals)
     return orient_outwards(points, normals)
 
 
-def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -> np.ndarray:
-    """`estimate_normals` without open3d (scipy only): PCA over NORMAL_NEIGHBOURS neighbours, made
-    consistent along a minimum spanning tree of the ORIENT_NEIGHBOURS-nearest-neighbour graph
-    weighted by 1 - |n_i . n_j| (Hoppe et al. 1992; open3d's graph orientation is a variant of it),
-    each part of the graph started from its highest point facing up, then turned outwards as a
-    whole. No visibility check (it needs open3d's hidden point removal): thin parts come out
-    flipped more often. Larger clouds are oriented on a subset, as in `estimate_normals`."""
+def _pca_normals(points: np.ndarray) -> np.ndarray:
+    """Unit normals by PCA over each point's NORMAL_NEIGHBOURS nearest points (scipy's k-d tree):
+    the covariance's eigenvector of the smallest eigenvalue, side arbitrary."""
+    from scipy.spatial import cKDTree
+
+    _, near = cKDTree(points).query(points, min(NORMAL_NEIGHBOURS, len(points)), workers=-1)
+    rel = points[near] - points[near].mean(1, keepdims=True)
+    return np.linalg.eigh(np.einsum("nki,nkj->nij", rel, rel))[1][:, :, 0]
+
+
+def _tree_consistent(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
+    """The normals, each kept or flipped along a minimum spanning tree of the
+    ORIENT_NEIGHBOURS-nearest-neighbour graph weighted by 1 - |n_i . n_j| (Hoppe et al. 1992; open3d's
+    graph orientation is a variant of it), each part of the graph started from its highest point
+    facing up (scipy only)."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import breadth_first_order, connected_components, minimum_spanning_tree
     from scipy.spatial import cKDTree
 
-    points = np.asarray(points, np.float64)
-    points = points - (points.min(0) + points.max(0)) / 2
-    if len(points) < 3:
-        return np.tile([0.0, 0.0, 1.0], (len(points), 1))
-    tree = cKDTree(points)
-    _, near = tree.query(points, min(NORMAL_NEIGHBOURS, len(points)), workers=-1)
-    rel = points[near] - points[near].mean(1, keepdims=True)
-    normals = np.linalg.eigh(np.einsum("nki,nkj->nij", rel, rel))[1][:, :, 0]  # smallest eigenvalue's vector
-    rows = np.arange(len(points))
-    if len(points) > orient_at_most:
-        rows = np.sort(np.random.default_rng(0).choice(len(points), orient_at_most, replace=False))
-    sub, n_sub = points[rows], normals[rows]
-    k = min(ORIENT_NEIGHBOURS, len(sub) - 1)
-    _, nb = cKDTree(sub).query(sub, k + 1, workers=-1)
-    i, j = np.repeat(np.arange(len(sub)), k), nb[:, 1:].ravel()
-    weight = 1.0 - np.abs(np.sum(n_sub[i] * n_sub[j], 1)) + 1e-9  # > 0: a stored edge
-    tree_graph = minimum_spanning_tree(coo_matrix((weight, (i, j)), shape=(len(sub),) * 2))
-    tree_graph = tree_graph + tree_graph.T
-    _, part = connected_components(tree_graph, directed=False)
+    normals = normals.copy()
+    k = min(ORIENT_NEIGHBOURS, len(points) - 1)
+    _, nb = cKDTree(points).query(points, k + 1, workers=-1)
+    i, j = np.repeat(np.arange(len(points)), k), nb[:, 1:].ravel()
+    weight = 1.0 - np.abs(np.sum(normals[i] * normals[j], 1)) + 1e-9  # > 0: a stored edge
+    tree = minimum_spanning_tree(coo_matrix((weight, (i, j)), shape=(len(points),) * 2))
+    tree = tree + tree.T
+    _, part = connected_components(tree, directed=False)
     for p in np.unique(part):
         members = np.nonzero(part == p)[0]
-        root = members[np.argmax(sub[members, 2])]
-        if n_sub[root, 2] < 0:
-            n_sub[root] = -n_sub[root]
-        order, parent = breadth_first_order(tree_graph, root, directed=False)
+        root = members[np.argmax(points[members, 2])]
+        if normals[root, 2] < 0:
+            normals[root] = -normals[root]
+        order, parent = breadth_first_order(tree, root, directed=False)
         for node in order[1:]:  # parents come first
-            if np.dot(n_sub[node], n_sub[parent[node]]) < 0:
-                n_sub[node] = -n_sub[node]
-    if len(rows) < len(points):
-        _, close = cKDTree(sub).query(points, 5, workers=-1)
-        vote = np.einsum("nkd,nd->n", n_sub[close], normals)
-        normals = np.where(vote[:, None] < 0, -normals, normals)
-    else:
-        normals = n_sub
-    return orient_outwards(points, normals)
+            if np.dot(normals[node], normals[parent[node]]) < 0:
+                normals[node] = -normals[node]
+    return normals
 
 
 def _consistent(o3d, points: np.ndarray, normals: np.ndarray) -> np.ndarray:

@@ -16,6 +16,8 @@ from .outputs import MESH_FORMATS, check_suffix, write_mesh
 
 METHODS = ("sdf", "poisson", "ball-pivoting")
 DENOISERS = ("network", "mls", "none")
+MIN_POINTS = 10
+"""The fewest points a surface is meshed from (the input, and what denoising leaves)."""
 
 
 def denoise(points: np.ndarray, how: str, weights: Optional[str] = None, voxel: Optional[float] = None,
@@ -59,17 +61,17 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
     points, _, normals = read_oriented_cloud(inp, "drop")
-    if len(points) < 10:
-        raise InputError(inp, f"holds {len(points)} points; a surface needs at least 10")
+    if len(points) < MIN_POINTS:
+        raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
     cleaned = denoise(points, denoiser, weights, voxel, device, progress, seed)
     far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
     if far.any():
         cleaned = cleaned[~far]
         normals = None if normals is None or denoiser != "none" else normals[~far]
-    if len(cleaned) < 10:  # the network keeps no surface of a few scattered points
-        raise InputError(inp, f"{len(cleaned)} points are left after denoising ({denoiser}); a surface needs at least 10 "
-                         "(is it a surface scan? --denoise none keeps them all)")
+    if len(cleaned) < MIN_POINTS:  # the network keeps no surface of a few scattered points
+        raise InputError(inp, f"{len(cleaned)} points are left after denoising ({denoiser}); a surface needs at least "
+                         f"{MIN_POINTS} (is it a surface scan? --denoise none keeps them all)")
     if denoiser != "none" or normals is None:
         normals = estimate_normals(cleaned, inp)
     prepared = time.perf_counter() - start
