@@ -31,12 +31,14 @@ def test_point_clouds_without_open3d(tmp_path, monkeypatch):
     the same results as open3d's (where open3d is installed to compare)."""
     import numpy as np
     import torch
+    import trimesh
 
     from inr import _external
-    from inr.data.pointclouds import read_cloud, write_cloud
+    from inr.data.pointclouds import read_cloud, read_oriented_cloud, write_cloud
     from inr.pointcloud.knn import knn
     from inr.pointcloud.metrics import nearest_distances
     from inr.pointcloud.voxel import even_subsample
+    from inr.tasks.outputs import write_mesh
 
     rng = np.random.default_rng(0)
     pts = rng.normal(size=(500, 3))
@@ -62,13 +64,32 @@ def test_point_clouds_without_open3d(tmp_path, monkeypatch):
             assert np.abs(back_cols - cols).max() <= 0.5 / 255 + 1e-9
     with pytest.raises(Exception, match="PCD files need open3d"):
         write_cloud(tmp_path / "c.pcd", pts)
-    with pytest.raises(Exception, match="PLY files with normals need open3d"):
-        write_cloud(tmp_path / "n.ply", pts, normals=pts)
-    assert not (tmp_path / "c.pcd").exists() and not (tmp_path / "n.ply").exists()
+    assert not (tmp_path / "c.pcd").exists()
+    normals = pts / np.linalg.norm(pts, axis=1, keepdims=True)
+    far = pts + [4.5e6, 5.2e6, 310.0]  # a georeferenced scan: float32 would put it on a 0.5 m grid
+    for name, where in (("near", pts), ("far", far)):  # PLY with normals and colours, without open3d
+        write_cloud(tmp_path / f"{name}.ply", where, cols, normals)
+        back, back_cols, back_normals = read_oriented_cloud(tmp_path / f"{name}.ply")
+        assert np.abs(back - where).max() <= (0 if name == "far" else 1e-6)
+        assert np.abs(back_normals - normals).max() < 1e-6 and np.abs(back_cols - cols).max() <= 0.5 / 255 + 1e-9
     cut = tmp_path / "cut.ply"  # an ASCII PLY cut short: trimesh reads the lines there are
     cut.write_text("ply\nformat ascii 1.0\nelement vertex 10\nproperty float x\nproperty float y\n"
                    "property float z\nend_header\n" + "".join(f"{i} {i * i} 1\n" for i in range(5)))
     with pytest.raises(Exception, match="holds 5 of the 10 points its header declares"):
         read_cloud(cut)
+    sphere = trimesh.creation.icosphere(2)  # a mesh far from the origin, with vertex colours: float64 PLY too
+    sphere.vertices += far[0]
+    sphere.visual.vertex_colors = (cols[: len(sphere.vertices)] * 255).astype(np.uint8)
+    write_mesh(tmp_path / "far-mesh.ply", sphere)
+    back = trimesh.load(tmp_path / "far-mesh.ply", process=False)
+    assert np.array_equal(back.vertices, sphere.vertices) and np.array_equal(back.faces, sphere.faces)
+    assert np.array_equal(back.visual.vertex_colors[:, :3], sphere.visual.vertex_colors[:, :3])
     sub = even_subsample(pts, 100)
     assert sub.shape == (100, 3)
+    if with_o3d:  # what was written without open3d, open3d reads the same
+        monkeypatch.undo()
+        o3d = _external.open3d()
+        for name, where in (("near", pts), ("far", far)):
+            cloud = o3d.io.read_point_cloud(str(tmp_path / f"{name}.ply"))
+            assert np.abs(np.asarray(cloud.points) - where).max() <= (0 if name == "far" else 1e-6)
+            assert np.abs(np.asarray(cloud.normals) - normals).max() < 1e-6

@@ -1,5 +1,6 @@
 """Point-cloud files: PLY (ascii/binary) and PCD through open3d when it is installed; without
-it PLY through trimesh (PCD needs open3d); NPY and text clouds (XYZ, TXT, ASC, CSV, PTS:
+it PLY through trimesh (PCD needs open3d); PLY far from the origin written with float64
+coordinates by `ply64` either way; NPY and text clouds (XYZ, TXT, ASC, CSV, PTS:
 `text_clouds.py`) through numpy; LAS and LAZ through laspy (`las.py`); E57 (read only) through
 pye57 (`e57.py`).
 
@@ -26,6 +27,7 @@ import numpy as np
 from ..errors import InputError
 from .e57 import E57_FORMATS, read_e57
 from .las import LAS_FORMATS, read_las, write_las
+from .ply64 import write_ply_float64
 from .text_clouds import TEXT_FORMATS, TEXT_WRITE_FORMATS, file_head, read_text_cloud, write_text_cloud
 
 FORMATS = (".ply", ".pcd", ".npy") + TEXT_FORMATS + LAS_FORMATS + E57_FORMATS
@@ -59,8 +61,7 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
 def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
     """`read_cloud` plus the file's normals ((N, 3) float64, or None when it has none: text
     clouds without Nx Ny Nz columns named in a header, NPY with fewer than 9 columns, PLY/PCD
-    without nx ny nz, LAS/LAZ without NormalX-Z extra dimensions; without open3d PLY normals
-    are not read).
+    without nx ny nz, LAS/LAZ without NormalX-Z extra dimensions).
     NPY columns: x y z [r g b [nx ny nz]] (with normals, all-zero colours read as none). bad_normals: 'error' (an InputError when a normal is
     zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then no normals)."""
     path = Path(path)
@@ -111,7 +112,7 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
             if cloud.has_normals():
                 normals = np.asarray(cloud.normals, dtype=np.float64)
         else:
-            points, colors = _read_without_open3d(path, declared)
+            points, colors, normals = _read_without_open3d(path, declared)
     check_points(points, path, duplicates)
     if normals is not None:
         length = np.linalg.norm(normals, axis=1)
@@ -229,7 +230,8 @@ def check_write_format(path: Path) -> None:
 
 def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None) -> None:
     """Write atomically (a temporary file in the same folder, then renamed). Normals go to
-    PLY/PCD (nx ny nz, through open3d), LAS/LAZ (extra dimensions NormalX-Z), TXT/ASC/CSV
+    PLY/PCD (nx ny nz; PLY through open3d, or trimesh without it, or with float64
+    coordinates where float32 would round them: `float32_loses`), LAS/LAZ (extra dimensions NormalX-Z), TXT/ASC/CSV
     (named columns) and NPY (columns 7-9, colours then being 4-6, zero when there are none);
     XYZ has no place for them (nor for colours). PTS files are read, not written."""
     path = Path(path)
@@ -251,10 +253,12 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
             write_las(path, tmp, points, colors, normals)
         elif suffix in TEXT_WRITE_FORMATS:
             write_text_cloud(tmp, suffix, points, colors, normals)
-        elif not _has_open3d() and suffix == ".ply" and normals is None:
-            _write_without_open3d(tmp, suffix, np.asarray(points, np.float64), colors)
+        elif suffix == ".ply" and float32_loses(points):
+            write_ply_float64(tmp, points, colors=colors, normals=normals)
+        elif suffix == ".ply" and not _has_open3d():
+            _write_without_open3d(tmp, np.asarray(points, np.float64), colors, normals)
         else:
-            o3d = _open3d(path, "PLY files with normals need open3d")
+            o3d = _open3d(path)
             cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.asarray(points, np.float64)))
             if colors is not None:
                 cloud.colors = o3d.utility.Vector3dVector(np.asarray(colors, np.float64))
@@ -320,8 +324,9 @@ def _write_pcd(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nd
 
 
 def _read_without_open3d(path: Path, declared: Optional[int]):
-    """(points, colours or None) of a PLY file, through trimesh; `declared`: the vertex count
-    its header declares (None when it does not say)."""
+    """(points, colours or None, normals or None) of a PLY file, through trimesh; `declared`: the
+    vertex count its header declares (None when it does not say). Normals are the vertex
+    properties nx ny nz, as trimesh's PLY reader keeps them (its point clouds have no normals)."""
     import trimesh
 
     try:
@@ -335,7 +340,12 @@ def _read_without_open3d(path: Path, declared: Optional[int]):
     raw = getattr(geom, "colors", None) if isinstance(geom, trimesh.PointCloud) else None
     if raw is not None and len(raw) == len(points) and np.asarray(raw).size:
         colors = np.asarray(raw, dtype=np.float64)[:, :3] / 255.0
-    return points, colors
+    normals = None
+    table = geom.metadata.get("_ply_raw", {}).get("vertex", {}).get("data")
+    names = getattr(getattr(table, "dtype", None), "names", None) or ()
+    if all(n in names for n in ("nx", "ny", "nz")) and len(table) == len(points):
+        normals = np.stack([np.asarray(table[n], np.float64).reshape(-1) for n in ("nx", "ny", "nz")], 1)
+    return points, colors, normals
 
 
 def ply_element_counts(path: Path) -> dict:
@@ -359,9 +369,17 @@ def check_ply_faces(path: Path, faces: int) -> None:
         raise InputError(path, f"holds {faces} of the {declared} faces its header declares (cut short?)")
 
 
-def _write_without_open3d(tmp: Path, suffix: str, points: np.ndarray, colors: Optional[np.ndarray]) -> None:
+def _write_without_open3d(tmp: Path, points: np.ndarray, colors: Optional[np.ndarray],
+                          normals: Optional[np.ndarray]) -> None:
+    """A binary PLY through trimesh (float32, as open3d's readers and ours take it): a mesh of no
+    faces, which carries vertex normals where trimesh's point cloud does not."""
     import trimesh
 
     rgba = None if colors is None else np.concatenate(
         [(np.clip(colors, 0, 1) * 255 + 0.5).astype(np.uint8), np.full((len(points), 1), 255, np.uint8)], 1)
-    trimesh.PointCloud(points, colors=rgba).export(tmp, file_type="ply")
+    if normals is None:
+        trimesh.PointCloud(points, colors=rgba).export(tmp, file_type="ply")
+        return
+    cloud = trimesh.Trimesh(points, np.zeros((0, 3), np.int64), vertex_normals=np.asarray(normals, np.float64),
+                            vertex_colors=rgba, process=False)
+    cloud.export(tmp, file_type="ply", vertex_normal=True)

@@ -14,13 +14,15 @@ import numpy as np
 
 from ..errors import InputError
 from .pointclouds import FORMATS as CLOUD_FORMATS
-from .pointclouds import _open3d, check_ply_faces, read_oriented_cloud
+from .pointclouds import check_ply_faces, read_oriented_cloud
 
 MESH_FORMATS = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
 NORMAL_NEIGHBOURS = 30
 """Neighbours of the PCA normal estimate (open3d's KNN search)."""
 ORIENT_NEIGHBOURS = 15
 """Neighbours of the Riemannian graph along which normals are made consistent (open3d)."""
+PCA_CHUNK = 65_536
+"""Points whose neighbourhoods the twin's PCA (`_pca_normals`) holds at once: 47 MB of float64."""
 ORIENT_AT_MOST = 200_000
 """Larger clouds are made consistent on a random subset of this many points (open3d's graph
 orientation grows faster than linearly: 100k points took 10-15 s on 2 cores, 1M 246 s); every
@@ -74,7 +76,7 @@ def read_mesh(path) -> "object":
     return geom
 
 
-def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT_AT_MOST) -> np.ndarray:
+def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -> np.ndarray:
     """Unit normals of a cloud: PCA over NORMAL_NEIGHBOURS neighbours, made consistent along a
     neighbour graph (open3d's orient_normals_consistent_tangent_plane; over a subset of
     `orient_at_most` points for larger clouds, see ORIENT_AT_MOST), or by visibility where that
@@ -83,8 +85,7 @@ def estimate_normals(points: np.ndarray, path=None, orient_at_most: int = ORIENT
     the scanner has them. Without open3d: `plain_normals`."""
     from .. import _external
 
-    o3d = _open3d(path, "estimating normals needs open3d (or give a cloud with normals)") if _external.has_open3d() else None
-    return _estimate(points, o3d, orient_at_most)
+    return _estimate(points, _external.open3d() if _external.has_open3d() else None, orient_at_most)
 
 
 def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -> np.ndarray:
@@ -131,9 +132,14 @@ def _pca_normals(points: np.ndarray) -> np.ndarray:
     the covariance's eigenvector of the smallest eigenvalue, side arbitrary."""
     from scipy.spatial import cKDTree
 
-    _, near = cKDTree(points).query(points, min(NORMAL_NEIGHBOURS, len(points)), workers=-1)
-    rel = points[near] - points[near].mean(1, keepdims=True)
-    return np.linalg.eigh(np.einsum("nki,nkj->nij", rel, rel))[1][:, :, 0]
+    tree, k = cKDTree(points), min(NORMAL_NEIGHBOURS, len(points))
+    normals = np.empty_like(points)
+    for start in range(0, len(points), PCA_CHUNK):  # (chunk, k, 3) neighbourhoods at a time
+        part = slice(start, start + PCA_CHUNK)
+        hood = points[tree.query(points[part], k, workers=-1)[1]]
+        hood -= hood.mean(1, keepdims=True)
+        normals[part] = np.linalg.eigh(np.einsum("nki,nkj->nij", hood, hood))[1][:, :, 0]
+    return normals
 
 
 def _tree_consistent(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
@@ -221,7 +227,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         return Surface(points, normals, "points", "file", str(path), far)
     if not want_normals:
         return Surface(points, None, "points", "none", str(path), far)
-    return Surface(points, estimate_normals(points, path), "points", "estimated", str(path), far)
+    return Surface(points, estimate_normals(points), "points", "estimated", str(path), far)
 
 
 def surface_metrics(points: np.ndarray, normals: Optional[np.ndarray], ref_points: np.ndarray,

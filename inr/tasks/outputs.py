@@ -45,18 +45,19 @@ def check_suffix(path: Path, allowed, what: str) -> None:
 def write_mesh(path: Path, mesh) -> None:
     """Write a trimesh atomically (.ply, .obj, .glb: trimesh picks the format from the suffix).
     Far from the origin, where float32 would round the vertices (`float32_loses`), a PLY is
-    written with float64 vertices (through open3d; trimesh writes float32) and a GLB, whose
+    written with float64 vertices (`inr.data.ply64`; trimesh writes float32) and a GLB, whose
     positions are float32 by the glTF standard, holds the mesh about its box centre under a
     node that moves it back; OBJ is text with enough digits already."""
-    from .. import _external
+    from ..data.ply64 import write_ply_float64
     from ..data.pointclouds import float32_loses
 
     tmp = path.with_name(f".tmp-{path.name}")
     suffix = path.suffix.lower()
     far = float32_loses(mesh.vertices)
     try:
-        if far and suffix == ".ply" and _external.has_open3d():
-            _write_ply_float64(tmp, mesh)
+        if far and suffix == ".ply":
+            colors = mesh.visual.vertex_colors if getattr(mesh.visual, "kind", None) == "vertex" else None
+            write_ply_float64(tmp, mesh.vertices, np.asarray(mesh.faces), colors=colors)
         elif far and suffix == ".glb":
             import trimesh
 
@@ -73,21 +74,6 @@ def write_mesh(path: Path, mesh) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _write_ply_float64(tmp: Path, mesh) -> None:
-    """A binary PLY with float64 vertices (and the mesh's vertex colours, if any) through open3d."""
-    from .. import _external
-
-    o3d = _external.open3d()
-    out = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(np.asarray(mesh.vertices, np.float64)),
-                                    o3d.utility.Vector3iVector(np.asarray(mesh.faces, np.int32)))
-    if getattr(mesh.visual, "kind", None) == "vertex":
-        out.vertex_colors = o3d.utility.Vector3dVector(np.asarray(mesh.visual.vertex_colors[:, :3], np.float64) / 255.0)
-    if not o3d.io.write_triangle_mesh(str(tmp), out):
-        from ..errors import InputError
-
-        raise InputError(tmp.with_name(tmp.name[len(".tmp-"):]), "open3d could not write it")
 
 
 def image_to_array(img: torch.Tensor, bit_depth: int = 8) -> np.ndarray:

@@ -95,7 +95,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
     The input's colours, if any, go to every output point from its nearest input point.
     normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`);
-    None: where the format holds them (all but XYZ and NPY) and open3d is installed."""
+    None: where the format holds them (all but XYZ and NPY)."""
     import torch
 
     from ..data.pointclouds import check_write_format, write_cloud
@@ -142,23 +142,19 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if normals:
         from ..data.surfaces import estimate_normals
 
-        out_normals = estimate_normals(result, out)
+        out_normals = estimate_normals(result)
     write_cloud(out, result, out_colors, out_normals)
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals}
 
 
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:
-    """Whether the output gets normals: as asked, or by default where its format holds them and
-    open3d (which estimates them) is installed. XYZ has no place for them."""
-    from .. import _external
-
+    """Whether the output gets normals: as asked, or by default where its format holds them
+    (estimated by open3d, or without it by `plain_normals`). XYZ has no place for them."""
     suffix = out.suffix.lower()
     if asked is None:
-        return suffix not in (".xyz", ".npy") and _external.has_open3d()
+        return suffix not in (".xyz", ".npy")
     if asked and suffix == ".xyz":
         raise InputError(out, "XYZ files have no place for normals; write .ply, .pcd, .npy, .las, .laz, .txt, .asc or .csv, or leave out --normals")
-    if asked and not _external.has_open3d():
-        raise InputError(None, "--normals needs open3d (the open3d extra), which estimates them")
     return asked
 
 

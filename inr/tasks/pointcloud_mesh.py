@@ -55,6 +55,14 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         raise InputError(None, f"--poisson-trim is a quantile in [0, 1), got {poisson_trim:g}")
     if poisson_trim and method != "poisson":
         raise InputError(None, f"--poisson-trim trims Poisson's surface: it needs --method poisson (got {method})")
+    if method != "sdf":  # before the network runs
+        from .. import _external
+
+        try:
+            _external.open3d()
+        except _external.MissingBackend as exc:
+            raise InputError(None, f"--method {method} is Open3D's: {exc} (the default, --method sdf, "
+                             "needs no open3d)") from None
     run_dir = out.with_name(f"{out.stem}-run")
     oriented = out.with_name(f"{out.stem}-oriented.ply")
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
@@ -73,7 +81,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         raise InputError(inp, f"{len(cleaned)} points are left after denoising ({denoiser}); a surface needs at least "
                          f"{MIN_POINTS} (is it a surface scan? --denoise none keeps them all)")
     if denoiser != "none" or normals is None:
-        normals = estimate_normals(cleaned, inp)
+        normals = estimate_normals(cleaned)
     prepared = time.perf_counter() - start
     result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method,
                               "strays_left_out": int(far.sum())}
