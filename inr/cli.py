@@ -338,7 +338,8 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
         r = mesh_file(Path(args.inp), Path(args.out), args.method, args.denoise, args.weights, args.preset, args.time_budget,
                       args.steps, args.resolution, args.poisson_depth, args.overwrite, args.device, not args.no_progress,
                       args.seed, args.voxel_size, args.poisson_trim)
-        print(f"wrote {r['out']}: {r['faces']:,} faces from {r['input_points']:,} points (denoise {r['denoise']}, "
+        print(f"wrote {r['out']}: {r['faces']:,} faces" + (" with the scan's colours" if r["coloured"] else "")
+              + f" from {r['input_points']:,} points (denoise {r['denoise']}, "
               f"{r['method']}) in {r['seconds']:.1f} s" + (f"; the SDF run is {r['run']}" if "run" in r else "")
               + (f"; {r['strays_left_out']:,} stray points far from the rest left out" if r["strays_left_out"] else ""))
         return 0

@@ -386,14 +386,28 @@ def test_pointcloud_mesh_of_a_cloud_the_network_keeps_nothing_of_is_one_line_exi
 
 def test_pointcloud_mesh_poisson_and_sdf(tmp_path, capsys):
     import trimesh
+    from scipy.spatial import cKDTree
 
     noisy = _sphere_points(4000, noise=0.01)
     np.save(tmp_path / "in.npy", noisy)
     assert main(["pointcloud", "mesh", str(tmp_path / "in.npy"), str(tmp_path / "p.obj"), "--method", "poisson",
                  "--denoise", "mls", "--no-progress"]) == 0
     assert "poisson" in capsys.readouterr().out
-    mesh = trimesh.load(tmp_path / "p.obj")
+    mesh = trimesh.load(tmp_path / "p.obj", process=False)
     assert np.abs(np.linalg.norm(mesh.vertices, axis=1) - 1).mean() < 0.02
+    assert mesh.visual.kind is None  # no colours in, none out
+    # colours in (a hemisphere each): every vertex takes its nearest point's, in OBJ and GLB too
+    rgb = np.where(noisy[:, 2:] > 0, [[0.2, 0.8, 0.4]], [[0.9, 0.1, 0.0]])
+    np.save(tmp_path / "c.npy", np.c_[noisy, rgb])
+    for suffix in (".obj", ".glb"):
+        assert main(["pointcloud", "mesh", str(tmp_path / "c.npy"), str(tmp_path / f"c{suffix}"), "--method", "poisson",
+                     "--denoise", "mls", "--no-progress"]) == 0
+        back = trimesh.load(tmp_path / f"c{suffix}", process=False, force="mesh")
+        got = back.visual.vertex_colors[:, :3]
+        near = cKDTree(noisy).query(back.vertices)[1]  # scipy's nearest, in float64
+        assert (got == (rgb[near] * 255 + 0.5).astype(np.uint8)).all(1).mean() > 0.999, suffix
+        z = back.vertices[:, 2]
+        assert (got[z > 0.1] == [51, 204, 102]).all() and (got[z < -0.1] == [230, 26, 0]).all(), suffix
     clean = _sphere_points(3000, seed=1)
     write_cloud(tmp_path / "oriented.ply", clean, normals=clean)
     args = ["pointcloud", "mesh", str(tmp_path / "oriented.ply"), str(tmp_path / "s.ply"), "--denoise", "none",
@@ -569,7 +583,8 @@ def test_denoise_writes_normals_and_mesh_makes_a_surface_without_open3d(tmp_path
     from inr import _external
 
     monkeypatch.setitem(_external._PROBES, "open3d", (None, "ModuleNotFoundError: hidden by the test"))
-    np.save(tmp_path / "in.npy", _sphere_points(3000, noise=0.01))
+    sphere_points = _sphere_points(3000, noise=0.01)
+    np.save(tmp_path / "in.npy", sphere_points)
     assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "d.ply"), "--no-progress"]) == 0
     assert "with normals" in capsys.readouterr().out
     points, _, normals = read_oriented_cloud(tmp_path / "d.ply")
@@ -579,9 +594,15 @@ def test_denoise_writes_normals_and_mesh_makes_a_surface_without_open3d(tmp_path
                  "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "--method poisson is Open3D's" in err and "Traceback" not in err and not list(tmp_path.glob("p*"))
-    assert main(["pointcloud", "mesh", str(tmp_path / "in.npy"), str(tmp_path / "s.ply"), "--steps", "60",
+    # a coloured scan (red above the equator, blue below) gives a coloured mesh and oriented cloud
+    red, blue = np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])
+    write_cloud(tmp_path / "in.ply", sphere_points, np.where(sphere_points[:, 2:] > 0, red, blue))
+    assert main(["pointcloud", "mesh", str(tmp_path / "in.ply"), str(tmp_path / "s.ply"), "--steps", "60",
                  "--resolution", "32", "--no-progress"]) == 0
-    oriented = read_oriented_cloud(tmp_path / "s-oriented.ply")[2]
-    assert oriented is not None and len(oriented) == 3000
+    points, colours, normals = read_oriented_cloud(tmp_path / "s-oriented.ply")
+    assert normals is not None and len(normals) == 3000
+    assert np.array_equal(colours[points[:, 2] > 0.1], np.tile(red, ((points[:, 2] > 0.1).sum(), 1)))
     sphere = trimesh.load(tmp_path / "s.ply")
     assert len(sphere.faces) > 500 and np.abs(np.linalg.norm(sphere.vertices, axis=1) - 1).mean() < 0.05
+    rgb = sphere.visual.vertex_colors[:, :3]
+    assert (rgb[sphere.vertices[:, 2] > 0.1] == [255, 0, 0]).all() and (rgb[sphere.vertices[:, 2] < -0.1] == [0, 0, 255]).all()

@@ -132,12 +132,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         result = mls_fill(pts, want, seed)
     if len(result) == 0:
         raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
-    out_colors = None
-    if colors is not None:
-        from ..pointcloud.knn import knn
-
-        idx, _ = knn(torch.from_numpy(result), torch.from_numpy(points), 1)  # float64: exact far from the origin
-        out_colors = colors[idx[:, 0].numpy()]
+    out_colors = None if colors is None else nearest_colours(result, points, colors)
     out_normals = None
     if normals:
         from ..data.surfaces import estimate_normals
@@ -145,6 +140,17 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         out_normals = estimate_normals(result)
     write_cloud(out, result, out_colors, out_normals)
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals}
+
+
+def nearest_colours(at: np.ndarray, points: np.ndarray, colors: np.ndarray) -> np.ndarray:
+    """The colour of each of `at`'s (M, 3) points: that of its nearest of the cloud's `points`
+    (the searches in float64 about the cloud's centre: exact far from the origin)."""
+    import torch
+
+    from ..pointcloud.knn import knn
+
+    idx, _ = knn(torch.from_numpy(np.asarray(at, np.float64)), torch.from_numpy(np.asarray(points, np.float64)), 1)
+    return colors[idx[:, 0].numpy()]
 
 
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:

@@ -1,7 +1,8 @@
 """`inr pointcloud mesh IN OUT`: a scan to a surface in one command. The cloud is denoised (the
 network, MLS, or not at all), oriented (normals estimated unless the file has them and nothing
 moved the points), then meshed: a signed distance field fitted with `fit-sdf` (a resumable run
-folder beside OUT), screened Poisson or ball pivoting."""
+folder beside OUT), screened Poisson or ball pivoting. A coloured scan gives a coloured mesh
+(each vertex takes its nearest input point's colour)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     from ..data.pointclouds import read_oriented_cloud, write_cloud
     from ..data.surfaces import estimate_normals
     from ..pointcloud.strays import strays
+    from .pointcloud import nearest_colours
 
     check_suffix(out, MESH_FORMATS, "mesh")
     if method not in METHODS:
@@ -68,7 +70,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    points, _, normals = read_oriented_cloud(inp, "drop")
+    points, colors, normals = read_oriented_cloud(inp, "drop")
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
@@ -88,7 +90,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf":
         from .run import RunOptions, train
 
-        write_cloud(oriented, cleaned, normals=normals)
+        write_cloud(oriented, cleaned, None if colors is None else nearest_colours(cleaned, points, colors), normals)
         overrides = {"train.mesh_resolution": resolution} if resolution else {}
         opts = RunOptions(task="sdf", input=str(oriented), preset=preset, out=str(run_dir), steps=steps,
                           time_budget=time_budget, seed=seed, overrides=overrides, device=device, progress=progress,
@@ -105,7 +107,11 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
                 else classical.ball_pivoting(cleaned, normals))
         if len(mesh.faces) == 0:
             raise InputError(inp, f"{method} made no faces from this cloud")
+    if colors is not None:  # a coloured scan gives a coloured mesh: each vertex its nearest point's colour
+        mesh.visual.vertex_colors = np.concatenate(
+            [np.clip(nearest_colours(mesh.vertices, points, colors) * 255 + 0.5, 0, 255).astype(np.uint8),
+             np.full((len(mesh.vertices), 1), 255, np.uint8)], 1)
     write_mesh(out, mesh)
-    result.update({"out": str(out), "vertices": int(len(mesh.vertices)), "faces": int(len(mesh.faces)),
+    result.update({"coloured": colors is not None, "out": str(out), "vertices": int(len(mesh.vertices)), "faces": int(len(mesh.faces)),
                    "prepare_seconds": round(prepared, 3), "seconds": round(time.perf_counter() - start, 3)})
     return result
