@@ -230,6 +230,43 @@ def test_normals_without_colours_round_trip_without_colours(tmp_path, suffix):
     assert colours is None
 
 
+@pytest.mark.parametrize("open3d", ["installed", "hidden"])
+def test_ply_files_as_other_tools_write_them(tmp_path, monkeypatch, open3d):
+    # CloudCompare (a scalar field between colours and nx ny nz), float colours in [0, 1] (which
+    # open3d's reader divides by 255), PCL's normal_x normal_y normal_z (open3d reads nx only):
+    # the same points, colours and normals with open3d and without
+    import numpy as np
+
+    from inr import _external
+    from inr.data.pointclouds import read_oriented_cloud
+
+    if open3d == "hidden":
+        monkeypatch.setitem(_external._PROBES, "open3d", (None, "ModuleNotFoundError: hidden by the test"))
+    rng = np.random.default_rng(0)
+    pts, n = rng.random((40, 3)), _sphere_points(40)
+    head = "ply\nformat ascii 1.0\nelement vertex 40\n" + "".join(f"property {t} {a}\n" for t, a in (
+        ("double", "x"), ("double", "y"), ("double", "z")))
+    files = {
+        "cloudcompare": ("property uchar red\nproperty uchar green\nproperty uchar blue\nproperty float scalar_Intensity\n"
+                         "property float nx\nproperty float ny\nproperty float nz\n", "51 102 153 0.7 {} {} {}"),
+        "float_colours": ("property float red\nproperty float green\nproperty float blue\n", "0.2 0.4 0.6"),
+        "pcl_normals": ("property float normal_x\nproperty float normal_y\nproperty float normal_z\n", "{} {} {}"),
+    }
+    for name, (props, row) in files.items():
+        rows = "".join(" ".join(repr(float(c)) for c in p) + " " + row.format(*m) + "\n" for p, m in zip(pts, n))
+        (tmp_path / f"{name}.ply").write_text(head + props + "end_header\n" + rows)
+        back, colours, normals = read_oriented_cloud(tmp_path / f"{name}.ply")
+        assert np.array_equal(back, pts), name
+        if name == "pcl_normals":
+            assert colours is None
+        else:
+            np.testing.assert_allclose(colours, np.tile([0.2, 0.4, 0.6], (40, 1)), atol=0.5 / 255, err_msg=name)
+        if name == "float_colours":
+            assert normals is None
+        else:
+            np.testing.assert_allclose(normals, n, atol=1e-6, err_msg=name)
+
+
 def test_organized_pcd_pixels_without_a_return_are_skipped(tmp_path):
     # a depth camera's cloud as PCL writes it: WIDTH x HEIGHT pixels, NaN where no light came back
     import numpy as np

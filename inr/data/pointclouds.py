@@ -91,7 +91,8 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
     else:
         if suffix == ".ply" and file_head(path, 3) != b"ply":
             raise InputError(path, "is not a PLY point cloud")
-        declared = ply_element_counts(path).get("vertex") if suffix == ".ply" else None
+        counts, props = ply_header(path) if suffix == ".ply" else ({}, {})
+        declared = counts.get("vertex")
         if suffix in TEXT_FORMATS:
             points, colors, normals = read_text_cloud(path)
         elif suffix == ".pcd":
@@ -102,7 +103,7 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
             points, colors, normals = read_e57(path)
         elif declared == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
-        elif _has_open3d():
+        elif _has_open3d() and not _open3d_misreads(props):
             o3d = _open3d(path)
             with _native_read(path, suffix):
                 cloud = o3d.io.read_point_cloud(str(path), format=suffix[1:], print_progress=False)
@@ -326,7 +327,8 @@ def _write_pcd(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nd
 def _read_without_open3d(path: Path, declared: Optional[int]):
     """(points, colours or None, normals or None) of a PLY file, through trimesh; `declared`: the
     vertex count its header declares (None when it does not say). Normals are the vertex
-    properties nx ny nz, as trimesh's PLY reader keeps them (its point clouds have no normals)."""
+    properties nx ny nz (or normal_x normal_y normal_z, as PCL writes them), read from what
+    trimesh's PLY reader keeps (its point clouds have no normals)."""
     import trimesh
 
     try:
@@ -336,29 +338,50 @@ def _read_without_open3d(path: Path, declared: Optional[int]):
     points = np.asarray(geom.vertices, dtype=np.float64)
     if declared is not None and len(points) < declared:  # trimesh reads what an ASCII file holds
         raise InputError(path, f"holds {len(points)} of the {declared} points its header declares (cut short?)")
+    if isinstance(geom, trimesh.PointCloud):
+        raw = getattr(geom, "colors", None)
+    else:  # a mesh's vertices
+        raw = geom.visual.vertex_colors if getattr(geom.visual, "kind", None) == "vertex" else None
     colors = None
-    raw = getattr(geom, "colors", None) if isinstance(geom, trimesh.PointCloud) else None
     if raw is not None and len(raw) == len(points) and np.asarray(raw).size:
         colors = np.asarray(raw, dtype=np.float64)[:, :3] / 255.0
+    table = geom.metadata.get("_ply_raw", {}).get("vertex", {}).get("data")  # binary: a record array; ASCII: a dict
+    names = set(table.keys() if isinstance(table, dict) else getattr(getattr(table, "dtype", None), "names", None) or ())
     normals = None
-    table = geom.metadata.get("_ply_raw", {}).get("vertex", {}).get("data")
-    names = getattr(getattr(table, "dtype", None), "names", None) or ()
-    if all(n in names for n in ("nx", "ny", "nz")) and len(table) == len(points):
-        normals = np.stack([np.asarray(table[n], np.float64).reshape(-1) for n in ("nx", "ny", "nz")], 1)
+    for axes in (("nx", "ny", "nz"), ("normal_x", "normal_y", "normal_z")):
+        if names.issuperset(axes):
+            normals = np.stack([np.asarray(table[n], np.float64).reshape(-1) for n in axes], 1)
+            break
     return points, colors, normals
 
 
 def ply_element_counts(path: Path) -> dict:
     """{element name: count} as a PLY file's header declares them ({} when it has no header)."""
-    counts = {}
+    return ply_header(path)[0]
+
+
+def ply_header(path: Path) -> Tuple[dict, dict]:
+    """({element name: count}, {vertex property name: its type}) as a PLY file's header declares
+    them (empty when it has no header)."""
+    counts, props, element = {}, {}, None
     with Path(path).open("rb") as f:
         for raw in f:
             line = raw.decode("ascii", "replace").split()
             if len(line) == 3 and line[0] == "element" and line[2].isdigit():
                 counts[line[1]] = int(line[2])
+                element = line[1]
+            elif len(line) == 3 and line[0] == "property" and element == "vertex":
+                props[line[2]] = line[1]
             elif line[:1] == ["end_header"]:
-                return counts
-    return {}
+                return counts, props
+    return {}, {}
+
+
+def _open3d_misreads(props: dict) -> bool:
+    """Whether open3d's PLY reader would get these vertex properties wrong: float colours (it
+    divides them by 255 as if they were 0-255) or normals named normal_x (it reads nx only)."""
+    float_colours = any(props.get(c) in ("float", "float32", "double", "float64") for c in ("red", "green", "blue"))
+    return float_colours or ("normal_x" in props and "nx" not in props)
 
 
 def check_ply_faces(path: Path, faces: int) -> None:
