@@ -53,6 +53,18 @@ def test_mls_fill_adds_points_on_the_surface_and_none_across_a_gap():
     assert mls_fill(sphere, 1000).shape == (1000, 3)  # enough already: a subset
 
 
+def test_mls_projects_in_chunks_with_the_same_result(monkeypatch):
+    # the jets go chunk by chunk (memory bounded on millions of points): every point's projection
+    # is its own, so chunks of 7 points give the whole cloud's result bit for bit
+    from inr.pointcloud import mls
+
+    noisy = _sphere_points(500, noise=0.02)
+    whole, filled = mls.mls_project(noisy), mls.mls_fill(noisy[:200], 700)
+    monkeypatch.setattr(mls, "PROJECT_CHUNK", 7)
+    assert np.array_equal(mls.mls_project(noisy), whole) and np.array_equal(mls.mls_fill(noisy[:200], 700), filled)
+    assert np.abs(np.linalg.norm(whole, axis=1) - 1).mean() < 0.5 * np.abs(np.linalg.norm(noisy, axis=1) - 1).mean()
+
+
 def test_denoise_mls_baseline_cli(tmp_path, capsys):
     np.save(tmp_path / "in.npy", _sphere_points(3000, noise=0.02))
     assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.ply"), "--baseline", "mls"]) == 0

@@ -20,6 +20,9 @@ from .knn import knn
 
 MLS_NEIGHBOURS = 30
 MLS_PASSES = 2
+PROJECT_CHUNK = 1 << 17
+"""Points projected at once: their neighbourhoods and jets take ~0.5 GB at k = 30 (all at once,
+mls_fill's last round on a million points held ~5 GB)."""
 FILL_NEIGHBOURS, FILL_PAIRS, FILL_REACH, FILL_ROUNDS = 16, 6, 2.0, 8
 """mls_fill: the jet's neighbours, the nearest points each point pairs with, the longest pair
 (in median nearest-point spacings), the most rounds."""
@@ -34,11 +37,18 @@ def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_P
 
 
 def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None) -> np.ndarray:
-    """x projected onto the jets fitted to each one's k nearest points of ref (default: x)."""
+    """x projected onto the jets fitted to each one's k nearest points of ref (default: x); the
+    jets in chunks of PROJECT_CHUNK points (each point's projection is its own: the same result)."""
     ref = x if ref is None else ref
     idx, d2 = knn(torch.from_numpy(x), torch.from_numpy(ref), k)  # float64: knn takes them relative to the box centre
-    nb = ref[idx.numpy()]  # (N, k, 3)
-    d2 = d2.numpy().astype(np.float64)
+    idx, d2 = idx.numpy(), d2.numpy()
+    return np.concatenate([_project_chunk(x[i:i + PROJECT_CHUNK], ref, idx[i:i + PROJECT_CHUNK], d2[i:i + PROJECT_CHUNK])
+                           for i in range(0, len(x), PROJECT_CHUNK)] or [np.zeros((0, 3))])
+
+
+def _project_chunk(x: np.ndarray, ref: np.ndarray, idx: np.ndarray, d2: np.ndarray) -> np.ndarray:
+    nb = ref[idx]  # (N, k, 3)
+    d2 = d2.astype(np.float64)
     h2 = np.maximum(d2[:, -1:], 1e-300)
     w = np.exp(-d2 / h2)  # (N, k)
     w /= w.sum(1, keepdims=True)
