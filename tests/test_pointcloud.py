@@ -232,8 +232,8 @@ def test_normals_without_colours_round_trip_without_colours(tmp_path, suffix):
 
 @pytest.mark.parametrize("open3d", ["installed", "hidden"])
 def test_ply_files_as_other_tools_write_them(tmp_path, monkeypatch, open3d):
-    # CloudCompare (a scalar field between colours and nx ny nz), float colours in [0, 1] (which
-    # open3d's reader divides by 255), PCL's normal_x normal_y normal_z (open3d reads nx only):
+    # CloudCompare (a scalar field between colours and nx ny nz), float colours in [0, 1] and 16-bit
+    # ones (which open3d's reader divides by 255), PCL's normal_x normal_y normal_z (open3d reads nx only):
     # the same points, colours and normals with open3d and without
     import numpy as np
 
@@ -250,6 +250,7 @@ def test_ply_files_as_other_tools_write_them(tmp_path, monkeypatch, open3d):
         "cloudcompare": ("property uchar red\nproperty uchar green\nproperty uchar blue\nproperty float scalar_Intensity\n"
                          "property float nx\nproperty float ny\nproperty float nz\n", "51 102 153 0.7 {} {} {}"),
         "float_colours": ("property float red\nproperty float green\nproperty float blue\n", "0.2 0.4 0.6"),
+        "16bit_colours": ("property ushort red\nproperty ushort green\nproperty ushort blue\n", "13107 26214 39321"),
         "pcl_normals": ("property float normal_x\nproperty float normal_y\nproperty float normal_z\n", "{} {} {}"),
     }
     for name, (props, row) in files.items():
@@ -261,7 +262,7 @@ def test_ply_files_as_other_tools_write_them(tmp_path, monkeypatch, open3d):
             assert colours is None
         else:
             np.testing.assert_allclose(colours, np.tile([0.2, 0.4, 0.6], (40, 1)), atol=0.5 / 255, err_msg=name)
-        if name == "float_colours":
+        if name.endswith("colours"):
             assert normals is None
         else:
             np.testing.assert_allclose(normals, n, atol=1e-6, err_msg=name)

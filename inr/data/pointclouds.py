@@ -378,10 +378,11 @@ def ply_header(path: Path) -> Tuple[dict, dict]:
 
 
 def _open3d_misreads(props: dict) -> bool:
-    """Whether open3d's PLY reader would get these vertex properties wrong: float colours (it
-    divides them by 255 as if they were 0-255) or normals named normal_x (it reads nx only)."""
-    float_colours = any(props.get(c) in ("float", "float32", "double", "float64") for c in ("red", "green", "blue"))
-    return float_colours or ("normal_x" in props and "nx" not in props)
+    """Whether open3d's PLY reader would get these vertex properties wrong: colours other than
+    8-bit (it divides floats in [0, 1] and 16-bit values alike by 255) or normals named normal_x
+    (it reads nx only)."""
+    wide_colours = any(props.get(c, "uchar") not in ("uchar", "uint8") for c in ("red", "green", "blue"))
+    return wide_colours or ("normal_x" in props and "nx" not in props)
 
 
 def check_ply_faces(path: Path, faces: int) -> None:
