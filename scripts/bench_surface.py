@@ -23,7 +23,9 @@ normals: the normals that `denoise`/`reconstruct` write (estimated and oriented 
   surface point: mean angle between the lines (orientation aside), and the share of points whose
   normal points into the shape (an angle over 90 degrees; on an open mesh, against the side most
   points chose; none on a mesh whose faces are wound inconsistently), for the network's `denoise` and
-  `reconstruct` outputs, MLS's output, and the noisy input itself. Every mesh.
+  `reconstruct` outputs, MLS's output, and the noisy input itself. Every mesh. `--normals-backend
+  plain`: the estimate a machine without open3d makes (`plain_normals`: PCA and a spanning tree,
+  no visibility check); the rest of the bench still uses open3d.
 lownoise: dense scans with little noise, as most real scanners give: 50,000 surface points with
   noise sigma = 0, 0.25 % and 0.5 % of the diagonal (LOW_NOISE), `denoise` (the network, 50,000
   points out) and MLS as output/input Chamfer-L1 ratios (above 1: the output is worse than its
@@ -186,12 +188,14 @@ def reconstruct(meshes, model):
     return rows
 
 
-def normals(meshes, model):
+def normals(meshes, model, backend: str = "open3d"):
     """Per case and mesh: the written normals' angle error and flipped share (module docstring)."""
     import trimesh
     from scipy.spatial import cKDTree
 
-    from inr.data.surfaces import estimate_normals
+    from inr.data.surfaces import estimate_normals, plain_normals
+
+    estimate = plain_normals if backend == "plain" else estimate_normals
     from inr.pointcloud.mls import mls_fill, mls_project
 
     rows = []
@@ -211,7 +215,7 @@ def normals(meshes, model):
             for label, pts in (("input", noisy), ("MLS", mls_project(noisy)), ("denoise", mls_fill(full, len(noisy), 0)),
                                ("reconstruct", mls_fill(full, 4 * len(noisy), 0))):
                 t = time.perf_counter()
-                est = estimate_normals(pts)
+                est = estimate(pts)
                 seconds = time.perf_counter() - t
                 cos = np.sum(est * ref_normals[tree.query(pts)[1]], axis=1)
                 row[f"{label}: angle (deg)"] = float(np.degrees(np.arccos(np.clip(np.abs(cos), 0, 1))).mean())
@@ -334,6 +338,8 @@ def lownoise(meshes, model):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "lownoise"])
+    ap.add_argument("--normals-backend", choices=["open3d", "plain"], default="open3d",
+                    help="normals: open3d's estimate (as installed by make setup) or the twin without open3d")
     ap.add_argument("--budget", type=float, default=105.0, help="fit-sdf training seconds per shape (105: with loading, the sign lattice and the mesh, under 120 s on this 2-core machine)")
     ap.add_argument("--meshes", help="comma-separated subset of the meshes (sdf and noisy: instead of SDF_MESHES)")
     ap.add_argument("--mesh-dir", default=str(MESH_DIR),
@@ -354,8 +360,8 @@ def main() -> None:
                            "base voxel: reconstruct / input", "noise estimate / sigma", "voxel scale", "network points",
                            "network s", "MLS s"]))
     if "normals" in sections:
-        rows = normals(meshes, model)
-        save("surface_normals", rows)
+        rows = normals(meshes, model, args.normals_backend)
+        save("surface_normals" + ("_plain" if args.normals_backend == "plain" else ""), rows)
         print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
                                               for c in ("angle (deg)", "flipped %", "s")]))
     if "lownoise" in sections:

@@ -395,8 +395,9 @@ def check_ply_faces(path: Path, faces: int) -> None:
 
 def _write_without_open3d(tmp: Path, points: np.ndarray, colors: Optional[np.ndarray],
                           normals: Optional[np.ndarray]) -> None:
-    """A binary PLY through trimesh (float32, as open3d's readers and ours take it): a mesh of no
-    faces, which carries vertex normals where trimesh's point cloud does not."""
+    """A binary PLY through trimesh, whose coordinates are float32 (written here only where that
+    rounds nothing: `float32_loses`); with normals as a mesh of no faces, which carries vertex
+    normals where trimesh's point cloud does not."""
     import trimesh
 
     rgba = None if colors is None else np.concatenate(
