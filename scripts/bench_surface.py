@@ -1,7 +1,7 @@
 """Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
 
     make meshes
-    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|lownoise] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|lownoise] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), and a range scan (6
