@@ -249,7 +249,8 @@ def test_fit_sdf_trims_the_sheet_that_closes_an_open_scan(tmp_path, capsys):
     n = rng.normal(size=(12000, 3))
     n /= np.linalg.norm(n, axis=1, keepdims=True)
     n = n[n[:, 2] > 0.05]
-    write_cloud(tmp_path / "dome.ply", 0.8 * n, normals=n)
+    colours = np.c_[n[:, 2], 0.5 * np.ones(len(n)), 1 - n[:, 2]]  # red at the top, blue at the rim
+    write_cloud(tmp_path / "dome.ply", 0.8 * n, colours, normals=n)
     out = tmp_path / "run"
     args = ["fit-sdf", str(tmp_path / "dome.ply"), "--steps", "150", "--out", str(out), "--no-progress",
             "--set", "train.mesh_resolution=64", "--set", "train.mesh_trim=3", "--set", "train.surface_batch=2048",
@@ -259,6 +260,15 @@ def test_fit_sdf_trims_the_sheet_that_closes_an_open_scan(tmp_path, capsys):
     m = json.loads((out / "metrics.json").read_text())
     mesh = trimesh.load(out / "mesh.ply")
     assert m["trimmed_faces"] > 0 and m["mesh_faces"] == len(mesh.faces) and not m["watertight"]
+    from scipy.spatial import cKDTree
+
+    def coloured_as_the_scan(mesh_file):  # each vertex its nearest input point's colour (8-bit in the files)
+        v = trimesh.load(mesh_file, process=False)
+        near = cKDTree(0.8 * n).query(v.vertices)[1]
+        want = (np.round(colours[near] * 255) - v.visual.vertex_colors[:, :3]).astype(float)
+        return np.abs(want).max() <= 1 and (np.abs(want).max(1) == 0).mean() > 0.99
+
+    assert m["coloured"] and coloured_as_the_scan(out / "mesh.ply")
 
     def cap(v):  # vertices of a sheet across the opening: inside the rim, below the dome
         return int(((np.linalg.norm(v[:, :2], axis=1) < 0.6) & (v[:, 2] < 0.3)).sum())
@@ -266,10 +276,11 @@ def test_fit_sdf_trims_the_sheet_that_closes_an_open_scan(tmp_path, capsys):
     assert cap(mesh.vertices) == 0  # the closing sheet went
     capsys.readouterr()
     assert main(["extract-mesh", str(out), "--resolution", "48", "--no-progress"]) == 0
-    assert cap(trimesh.load(out / "mesh-48.ply").vertices) == 0  # trimmed as the run was
+    assert cap(trimesh.load(out / "mesh-48.ply").vertices) == 0 and coloured_as_the_scan(out / "mesh-48.ply")  # trimmed as the run was
     assert main(["extract-mesh", str(out), "--resolution", "48", "--trim", "0", "--out", str(tmp_path / "whole.ply"),
                  "--no-progress"]) == 0
     assert cap(trimesh.load(tmp_path / "whole.ply").vertices) > 100 and "watertight" in capsys.readouterr().out
+    assert coloured_as_the_scan(tmp_path / "whole.ply")
     # the viewer re-extracts as extract-mesh does: trimmed at level 0, whole when unticked or offset
     from inr.viewer import Viewer, content_for
 

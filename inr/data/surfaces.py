@@ -42,6 +42,8 @@ class Surface:
     path: str
     strays: int = 0
     """Far stray points of the cloud left out (`inr.pointcloud.strays`)."""
+    colors: Optional[np.ndarray] = None
+    """A cloud's colours (N, 3) in [0, 1], when the file has them."""
 
 
 def read_mesh(path) -> "object":
@@ -214,20 +216,20 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         pts, faces = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed)
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
                        str(path))
-    points, _, normals = read_oriented_cloud(path, duplicates)
+    points, colors, normals = read_oriented_cloud(path, duplicates)
     from ..pointcloud.strays import strays
 
     far = strays(points)
     if far.any():  # they would set the box the field is fitted in
-        points, normals = points[~far], None if normals is None else normals[~far]
+        points, normals, colors = (None if a is None else a[~far] for a in (points, normals, colors))
     far = int(far.sum())
     if len(points) < 10:
         raise InputError(path, f"holds {len(points)} points; a surface needs at least 10")
     if normals is not None:
-        return Surface(points, normals, "points", "file", str(path), far)
+        return Surface(points, normals, "points", "file", str(path), far, colors)
     if not want_normals:
-        return Surface(points, None, "points", "none", str(path), far)
-    return Surface(points, estimate_normals(points), "points", "estimated", str(path), far)
+        return Surface(points, None, "points", "none", str(path), far, colors)
+    return Surface(points, estimate_normals(points), "points", "estimated", str(path), far, colors)
 
 
 def surface_metrics(points: np.ndarray, normals: Optional[np.ndarray], ref_points: np.ndarray,

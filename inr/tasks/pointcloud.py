@@ -153,6 +153,12 @@ def nearest_colours(at: np.ndarray, points: np.ndarray, colors: np.ndarray) -> n
     return colors[idx[:, 0].numpy()]
 
 
+def paint_mesh(mesh, points: np.ndarray, colors: np.ndarray) -> None:
+    """Give each of a trimesh's vertices its nearest cloud point's colour (`nearest_colours`)."""
+    rgb = np.clip(nearest_colours(mesh.vertices, points, colors) * 255 + 0.5, 0, 255).astype(np.uint8)
+    mesh.visual.vertex_colors = np.concatenate([rgb, np.full((len(rgb), 1), 255, np.uint8)], 1)
+
+
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:
     """Whether the output gets normals: as asked, or by default where its format holds them
     (estimated by open3d, or without it by `plain_normals`). XYZ has no place for them."""

@@ -46,7 +46,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     from ..data.pointclouds import read_oriented_cloud, write_cloud
     from ..data.surfaces import estimate_normals
     from ..pointcloud.strays import strays
-    from .pointcloud import nearest_colours
+    from .pointcloud import nearest_colours, paint_mesh
 
     check_suffix(out, MESH_FORMATS, "mesh")
     if method not in METHODS:
@@ -108,9 +108,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         if len(mesh.faces) == 0:
             raise InputError(inp, f"{method} made no faces from this cloud")
     if colors is not None:  # a coloured scan gives a coloured mesh: each vertex its nearest point's colour
-        mesh.visual.vertex_colors = np.concatenate(
-            [np.clip(nearest_colours(mesh.vertices, points, colors) * 255 + 0.5, 0, 255).astype(np.uint8),
-             np.full((len(mesh.vertices), 1), 255, np.uint8)], 1)
+        paint_mesh(mesh, points, colors)
     write_mesh(out, mesh)
     result.update({"coloured": colors is not None, "out": str(out), "vertices": int(len(mesh.vertices)), "faces": int(len(mesh.faces)),
                    "prepare_seconds": round(prepared, 3), "seconds": round(time.perf_counter() - start, 3)})

@@ -112,9 +112,13 @@ class SdfTask(Task):
         except ValueError as exc:
             raise InputError(self.opts.input, f"the fitted field has no surface: {exc}; the fit is kept in {out} "
                              f"(`inr extract-mesh {out} --trim 0` writes its whole level set, if it has one)") from None
+        s = self.surface
+        if s.colors is not None:  # a coloured cloud gives a coloured mesh
+            from .pointcloud import paint_mesh
+
+            paint_mesh(mesh, s.points, s.colors)
         write_mesh(out / "mesh.ply", mesh)
         write_image(out / "slice.png", sdf_slice(module))
-        s = self.surface
         result: Dict[str, Any] = {
             "input": s.path,
             "input_points": int(len(s.points)),
@@ -123,6 +127,7 @@ class SdfTask(Task):
             "mesh_vertices": int(len(mesh.vertices)),
             "mesh_faces": int(len(mesh.faces)),
             "watertight": bool(mesh.is_watertight),
+            "coloured": s.colors is not None,
             "mesh_resolution": int(cfg.mesh_resolution),
             "mesh_trim": float(cfg.mesh_trim),
             "trimmed_faces": int(trimmed),
@@ -218,6 +223,12 @@ def run_input(config: Dict[str, Any]) -> Optional[str]:
 def run_input_points(config: Dict[str, Any]) -> Optional[np.ndarray]:
     """The points a fit-sdf run fitted (its input read again as the run read it: the same count
     and seed, so trimming finds the same spacing), or None when the input file is gone."""
+    surface = run_input_surface(config)
+    return None if surface is None else surface.points
+
+
+def run_input_surface(config: Dict[str, Any]):
+    """`run_input_points` as a Surface (with the cloud's colours), or None."""
     from ..data.surfaces import read_surface
 
     run = config.get("run") or {}
@@ -225,7 +236,7 @@ def run_input_points(config: Dict[str, Any]) -> Optional[np.ndarray]:
     if not source or not Path(source).is_file():
         return None
     mesh_points = (run.get("task_options") or {}).get("mesh_points") or SdfOptions.mesh_points
-    return read_surface(source, int(mesh_points), int(run.get("seed") or 0), normals=False).points
+    return read_surface(source, int(mesh_points), int(run.get("seed") or 0), normals=False)
 
 
 def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device: str = "auto",
@@ -244,15 +255,20 @@ def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device
     check_suffix(out, MESH_FORMATS, "mesh")
     module, config = load_run(Path(run_dir), "sdf", SdfFitModule, device)
     trim = float(module.train_cfg.mesh_trim) if trim is None else trim
-    points = None
-    if trim > 0:
-        points = run_input_points(config)
-        if points is None:
-            raise InputError(run_dir, f"the run's input ({run_input(config)}) is gone, so the "
-                             "mesh cannot be trimmed to it (--trim 0: the whole level set)")
+    surface = run_input_surface(config)  # for trimming, and a coloured cloud's colours
+    if trim > 0 and surface is None:
+        raise InputError(run_dir, f"the run's input ({run_input(config)}) is gone, so the "
+                         "mesh cannot be trimmed to it (--trim 0: the whole level set)")
     try:
-        mesh, _ = trim_mesh(mesh_of(module, resolution), module, resolution, points, trim)
+        mesh, _ = trim_mesh(mesh_of(module, resolution), module, resolution,
+                            None if surface is None else surface.points, trim)
     except ValueError as exc:
         raise InputError(run_dir, f"cannot extract a mesh: {exc}") from None
+    coloured = surface is not None and surface.colors is not None
+    if coloured:
+        from .pointcloud import paint_mesh
+
+        paint_mesh(mesh, surface.points, surface.colors)
     write_mesh(out, mesh)
-    return {"out": str(out), "vertices": len(mesh.vertices), "faces": len(mesh.faces), "watertight": bool(mesh.is_watertight)}
+    return {"out": str(out), "vertices": len(mesh.vertices), "faces": len(mesh.faces), "watertight": bool(mesh.is_watertight),
+            "coloured": coloured}
