@@ -290,8 +290,11 @@ def test_fit_sdf_trims_the_sheet_that_closes_an_open_scan(tmp_path, capsys):
     try:
         sdf = viewer.content
         sdf.resolution.value = 48
+        assert sdf.mesh.visual.kind == "vertex"  # mesh.ply, coloured by the run
         sdf._extract()
         assert cap(sdf.mesh.vertices) == 0 and "trimmed" in sdf.status.content
+        near = cKDTree(0.8 * n).query(sdf.mesh.vertices)[1]  # re-extracted meshes coloured as the scan
+        assert np.abs(np.round(colours[near] * 255) - sdf.mesh.visual.vertex_colors[:, :3]).max() <= 1
         sdf.trimmed.value = False
         sdf._extract()
         assert cap(sdf.mesh.vertices) > 100 and "untrimmed" in sdf.status.content
@@ -303,7 +306,7 @@ def test_fit_sdf_trims_the_sheet_that_closes_an_open_scan(tmp_path, capsys):
     (tmp_path / "dome.ply").unlink()
     viewer = Viewer(content_for([out]), port=free_port())  # the input gone: the viewer still opens, untrimmed
     try:
-        assert viewer.content.points is None and viewer.content.trimmed.value is False
+        assert viewer.content.surface is None and viewer.content.trimmed.value is False
     finally:
         viewer.stop()
     assert main(["extract-mesh", str(out), "--resolution", "48", "--no-progress"]) == 2

@@ -220,15 +220,10 @@ def run_input(config: Dict[str, Any]) -> Optional[str]:
     return (config.get("run") or {}).get("input") or None
 
 
-def run_input_points(config: Dict[str, Any]) -> Optional[np.ndarray]:
-    """The points a fit-sdf run fitted (its input read again as the run read it: the same count
-    and seed, so trimming finds the same spacing), or None when the input file is gone."""
-    surface = run_input_surface(config)
-    return None if surface is None else surface.points
-
-
 def run_input_surface(config: Dict[str, Any]):
-    """`run_input_points` as a Surface (with the cloud's colours), or None."""
+    """The Surface a fit-sdf run fitted (its input read again as the run read it: the same count
+    and seed, so trimming finds the same spacing; a cloud's colours; no normals), or None when
+    the input file is gone."""
     from ..data.surfaces import read_surface
 
     run = config.get("run") or {}

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..tasks.run import load_run
-from ..tasks.sdf import mesh_of, run_input, run_input_points, sdf_slice, trim_mesh
+from ..tasks.sdf import mesh_of, run_input, run_input_surface, sdf_slice, trim_mesh
 from ..tasks.sdf_fit import SdfFitModule
 
 MAX_INPUT_POINTS = 200_000
@@ -33,10 +33,10 @@ class SdfViewer:
         self.resolution = gui.add_slider("mesh resolution", min=32, max=512, step=32, initial_value=128)
         self.level = gui.add_slider("level (input units)", min=-0.1 / self.scale, max=0.1 / self.scale,
                                     step=0.002 / self.scale, initial_value=0.0)
-        # the run's input, read as the run read it (on the first trimmed extraction, not at start-up),
-        # trims re-extracted meshes as mesh.ply was
+        # the run's input, read as the run read it (on the first extraction, not at start-up),
+        # trims re-extracted meshes as mesh.ply was, and colours them when it has colours
         self.trim = float(self.module.train_cfg.mesh_trim)
-        self.points = None
+        self.surface = None
         source = run_input(self.config)
         can_trim = self.trim > 0 and bool(source) and Path(source).is_file()
         self.trimmed = gui.add_checkbox(f"trim to the input ({self.trim:g} units, as mesh.ply)",
@@ -82,8 +82,14 @@ class SdfViewer:
         if self.mesh_handle is not None:
             self.mesh_handle.remove()
         self.mesh = mesh
-        self.mesh_handle = self.server.scene.add_mesh_simple("/surface", (np.asarray(mesh.vertices) - self.centre).astype(np.float32),
-                                                             np.asarray(mesh.faces, np.int32), color=(200, 200, 210))
+        if getattr(mesh.visual, "kind", None) == "vertex":  # a coloured cloud's fit
+            local = mesh.copy()
+            local.vertices = np.asarray(mesh.vertices) - self.centre
+            self.mesh_handle = self.server.scene.add_mesh_trimesh("/surface", local)
+        else:
+            self.mesh_handle = self.server.scene.add_mesh_simple(
+                "/surface", (np.asarray(mesh.vertices) - self.centre).astype(np.float32), np.asarray(mesh.faces, np.int32),
+                color=(200, 200, 210))
         self.status.content = f"{what}: {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
 
     def _extract(self) -> None:
@@ -95,20 +101,28 @@ class SdfViewer:
             return
         what = f"level {level:+.4g}, resolution {resolution}"
         if self.trimmed.value and level == 0.0:  # an offset surface lies away from the input by design
-            if self.points is None:
-                self.points = run_input_points(self.config)
-                if self.points is None:
-                    self.status.content = "the run's input is gone: untick the trim box for the whole level set"
-                    return
+            if self._input() is None:
+                self.status.content = "the run's input is gone: untick the trim box for the whole level set"
+                return
             try:
-                mesh, dropped = trim_mesh(mesh, self.module, resolution, self.points, self.trim)
+                mesh, dropped = trim_mesh(mesh, self.module, resolution, self.surface.points, self.trim)
                 what += f", trimmed ({dropped:,} faces dropped)"
             except ValueError as exc:
                 self.status.content = f"trimming leaves nothing: {exc}"
                 return
         else:
             what += ", untrimmed"
+        if self._input() is not None and self.surface.colors is not None:
+            from ..tasks.pointcloud import paint_mesh
+
+            paint_mesh(mesh, self.surface.points, self.surface.colors)
         self._show_mesh(mesh, what)
+
+    def _input(self):
+        """The run's input as the run read it (`run_input_surface`, read once), or None when it is gone."""
+        if self.surface is None:
+            self.surface = run_input_surface(self.config)
+        return self.surface
 
     def _slice_array(self) -> np.ndarray:
         img = sdf_slice(self.module, 256, z=float(self.slice_z.value))
