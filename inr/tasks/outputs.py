@@ -1,4 +1,5 @@
-"""Files a run writes: images, audio, plots, JSON. Matplotlib is imported only here, lazily."""
+"""Files a run writes: images, audio, plots, JSON, meshes (and a scan's colours carried onto its
+outputs). Matplotlib is imported only here, lazily."""
 
 from __future__ import annotations
 
@@ -74,6 +75,21 @@ def write_mesh(path: Path, mesh) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def nearest_colours(at: np.ndarray, points: np.ndarray, colors: np.ndarray) -> np.ndarray:
+    """The colour of each of `at`'s (M, 3) points: that of its nearest of the cloud's `points`
+    (the searches in float64 about the cloud's centre: exact far from the origin)."""
+    from ..pointcloud.knn import knn
+
+    idx, _ = knn(torch.from_numpy(np.asarray(at, np.float64)), torch.from_numpy(np.asarray(points, np.float64)), 1)
+    return colors[idx[:, 0].numpy()]
+
+
+def paint_mesh(mesh, points: np.ndarray, colors: np.ndarray) -> None:
+    """Give each of a trimesh's vertices its nearest cloud point's colour (`nearest_colours`)."""
+    rgb = np.clip(nearest_colours(mesh.vertices, points, colors) * 255 + 0.5, 0, 255).astype(np.uint8)
+    mesh.visual.vertex_colors = np.concatenate([rgb, np.full((len(rgb), 1), 255, np.uint8)], 1)
 
 
 def image_to_array(img: torch.Tensor, bit_depth: int = 8) -> np.ndarray:

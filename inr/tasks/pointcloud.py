@@ -96,9 +96,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     The input's colours, if any, go to every output point from its nearest input point.
     normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`);
     None: where the format holds them (all but XYZ and NPY)."""
-    import torch
-
     from ..data.pointclouds import check_write_format, write_cloud
+    from .outputs import nearest_colours
     from ..pointcloud.mls import mls_fill
 
     check_write_format(out)  # before the network runs
@@ -140,23 +139,6 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         out_normals = estimate_normals(result)
     write_cloud(out, result, out_colors, out_normals)
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals}
-
-
-def nearest_colours(at: np.ndarray, points: np.ndarray, colors: np.ndarray) -> np.ndarray:
-    """The colour of each of `at`'s (M, 3) points: that of its nearest of the cloud's `points`
-    (the searches in float64 about the cloud's centre: exact far from the origin)."""
-    import torch
-
-    from ..pointcloud.knn import knn
-
-    idx, _ = knn(torch.from_numpy(np.asarray(at, np.float64)), torch.from_numpy(np.asarray(points, np.float64)), 1)
-    return colors[idx[:, 0].numpy()]
-
-
-def paint_mesh(mesh, points: np.ndarray, colors: np.ndarray) -> None:
-    """Give each of a trimesh's vertices its nearest cloud point's colour (`nearest_colours`)."""
-    rgb = np.clip(nearest_colours(mesh.vertices, points, colors) * 255 + 0.5, 0, 255).astype(np.uint8)
-    mesh.visual.vertex_colors = np.concatenate([rgb, np.full((len(rgb), 1), 255, np.uint8)], 1)
 
 
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:

@@ -46,7 +46,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     from ..data.pointclouds import read_oriented_cloud, write_cloud
     from ..data.surfaces import estimate_normals
     from ..pointcloud.strays import strays
-    from .pointcloud import nearest_colours, paint_mesh
+    from .outputs import nearest_colours, paint_mesh
 
     check_suffix(out, MESH_FORMATS, "mesh")
     if method not in METHODS:

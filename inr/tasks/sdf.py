@@ -114,7 +114,7 @@ class SdfTask(Task):
                              f"(`inr extract-mesh {out} --trim 0` writes its whole level set, if it has one)") from None
         s = self.surface
         if s.colors is not None:  # a coloured cloud gives a coloured mesh
-            from .pointcloud import paint_mesh
+            from .outputs import paint_mesh
 
             paint_mesh(mesh, s.points, s.colors)
         write_mesh(out / "mesh.ply", mesh)
@@ -261,7 +261,7 @@ def extract_run_mesh(run_dir: Path, out: Optional[Path], resolution: int, device
         raise InputError(run_dir, f"cannot extract a mesh: {exc}") from None
     coloured = surface is not None and surface.colors is not None
     if coloured:
-        from .pointcloud import paint_mesh
+        from .outputs import paint_mesh
 
         paint_mesh(mesh, surface.points, surface.colors)
     write_mesh(out, mesh)

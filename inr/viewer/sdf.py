@@ -113,7 +113,7 @@ class SdfViewer:
         else:
             what += ", untrimmed"
         if self._input() is not None and self.surface.colors is not None:
-            from ..tasks.pointcloud import paint_mesh
+            from ..tasks.outputs import paint_mesh
 
             paint_mesh(mesh, self.surface.points, self.surface.colors)
         self._show_mesh(mesh, what)
