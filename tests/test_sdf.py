@@ -192,6 +192,66 @@ def _torus_mesh(path):
     return path
 
 
+def _gradient(points):
+    """A colour known everywhere: red and green grow linearly across the torus's x and y (0-1)."""
+    return np.c_[(points[:, :2] + 1.35) / 2.7, np.full(len(points), 0.5)]
+
+
+def _textured_torus(path):
+    """The torus with a texture whose colour at each point is _gradient's (red along u, green along
+    v; UV = the point's scaled x, y): an OBJ (+ .mtl + .png) or a GLB (base-colour texture)."""
+    import trimesh
+    from PIL import Image
+
+    mesh = trimesh.load(_torus_mesh(path.with_suffix(".ply")), process=False)
+    u, v = np.meshgrid(np.arange(256), np.arange(256))
+    image = np.stack([u, 255 - v, np.full_like(u, 128)], -1).astype(np.uint8)  # image rows run down, v up
+    mesh.visual = trimesh.visual.TextureVisuals(uv=_gradient(mesh.vertices)[:, :2],
+                                                image=Image.fromarray(image))
+    mesh.export(path)
+    return path
+
+
+def _face_of(mesh, points):
+    """The face each point lies on (in its plane, barycentric weights >= 0), by brute force."""
+    a, b, c = (mesh.vertices[mesh.faces[:, i]] for i in range(3))
+    e1, e2, rel = b - a, c - a, points[:, None] - a  # rel: (N, F, 3)
+    normal = np.cross(e1, e2)
+    normal /= np.linalg.norm(normal, axis=1, keepdims=True)
+    g = np.stack([np.einsum("fc,fc->f", e1, e1), np.einsum("fc,fc->f", e1, e2), np.einsum("fc,fc->f", e2, e2)], 1)
+    r1, r2 = np.einsum("nfc,fc->nf", rel, e1), np.einsum("nfc,fc->nf", rel, e2)
+    det = g[:, 0] * g[:, 2] - g[:, 1] ** 2
+    v, w = (g[:, 2] * r1 - g[:, 1] * r2) / det, (g[:, 0] * r2 - g[:, 1] * r1) / det
+    off = np.abs(np.einsum("nfc,fc->nf", rel, normal)) + 1e9 * ((v < -1e-9) | (w < -1e-9) | (v + w > 1 + 1e-9))
+    assert off.min(1).max() < 1e-9  # every point on a face
+    return off.argmin(1)
+
+
+def test_a_coloured_mesh_gives_its_samples_its_colours(tmp_path):
+    # vertex colours interpolated (a linear colour stays linear), a face's colour, a texture at the
+    # interpolated UV; the points are those of the plain mesh (the same draws)
+    import trimesh
+
+    from inr.data.surfaces import read_surface
+
+    plain = read_surface(_torus_mesh(tmp_path / "plain.ply"), mesh_points=3000)
+    assert plain.colors is None
+    mesh = trimesh.load(tmp_path / "plain.ply", process=False)
+    mesh.visual = trimesh.visual.ColorVisuals(mesh, vertex_colors=np.round(_gradient(mesh.vertices) * 255).astype(np.uint8))
+    mesh.export(tmp_path / "vertex.ply")
+    s = read_surface(tmp_path / "vertex.ply", mesh_points=3000)
+    assert np.array_equal(s.points, plain.points)
+    assert np.abs(s.colors - _gradient(s.points)).max() < 1 / 255
+    faces = np.random.default_rng(0).integers(0, 256, (len(mesh.faces), 3)).astype(np.uint8)
+    mesh.visual = trimesh.visual.ColorVisuals(mesh, face_colors=faces)
+    mesh.export(tmp_path / "face.ply")
+    s = read_surface(tmp_path / "face.ply", mesh_points=3000)
+    assert np.array_equal(np.round(s.colors * 255), faces[_face_of(mesh, s.points)])
+    for name in ("tex.obj", "tex.glb"):
+        s = read_surface(_textured_torus(tmp_path / name), mesh_points=3000)
+        assert np.abs(s.colors - _gradient(s.points)).max() < 3 / 255, name
+
+
 def test_read_surface_from_a_mesh_a_cloud_with_normals_and_one_without(tmp_path):
     from inr.data.pointclouds import write_cloud
     from inr.data.surfaces import read_surface
@@ -217,7 +277,7 @@ def test_read_surface_from_a_mesh_a_cloud_with_normals_and_one_without(tmp_path)
 def test_fit_sdf_makes_a_mesh_close_to_the_input_and_extract_mesh_any_resolution(tmp_path, capsys):
     import trimesh
 
-    torus = _torus_mesh(tmp_path / "torus.obj")
+    torus = _textured_torus(tmp_path / "torus.obj")  # a textured mesh, as photogrammetry gives
     out = tmp_path / "run"
     args = ["fit-sdf", str(torus), "--steps", "200", "--out", str(out), "--no-progress", "--mesh-points", "20000",
             "--set", "train.mesh_resolution=96", "--set", "field.encoding_options.n_levels=8",
@@ -228,6 +288,9 @@ def test_fit_sdf_makes_a_mesh_close_to_the_input_and_extract_mesh_any_resolution
     assert m["chamfer_l1"] < 0.01 * diag and m["fscore"] > 0.9 and m["normal_consistency"] > 0.95, m
     mesh = trimesh.load(out / "mesh.ply")
     assert mesh.extents == pytest.approx([2.7, 2.7, 0.7], abs=0.08)  # in the input's units
+    # coloured as the texture: each vertex its nearest sample's colour (samples ~0.03 apart)
+    miss = np.abs(mesh.visual.vertex_colors[:, :3] / 255 - _gradient(mesh.vertices)).max(1)
+    assert m["coloured"] and np.median(miss) < 3 / 255 and miss.max() < 12 / 255, (np.median(miss), miss.max())
     assert (out / "slice.png").is_file() and (out / "curve.png").is_file()
     assert m["curve"][-1][2] < m["curve"][0][2]
     capsys.readouterr()
@@ -323,7 +386,7 @@ def test_a_fit_without_a_mesh_is_one_line_marked_failed_and_kept_for_extract_mes
         raise ValueError(f"every face lies in a large patch farther than {trim:g} units from the input")
 
     monkeypatch.setattr(sdf_task, "trim_mesh", no_faces)
-    torus = _torus_mesh(tmp_path / "torus.obj")
+    torus = _textured_torus(tmp_path / "torus.obj")  # a textured mesh, as photogrammetry gives
     out = tmp_path / "run"
     args = ["fit-sdf", str(torus), "--steps", "30", "--out", str(out), "--no-progress", "--mesh-points", "5000",
             "--set", "train.mesh_resolution=32",

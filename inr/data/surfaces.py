@@ -43,7 +43,8 @@ class Surface:
     strays: int = 0
     """Far stray points of the cloud left out (`inr.pointcloud.strays`)."""
     colors: Optional[np.ndarray] = None
-    """A cloud's colours (N, 3) in [0, 1], when the file has them."""
+    """The points' colours (N, 3) in [0, 1]: a cloud's, or a mesh's (vertex or face colours, or
+    its texture) at the sampled points; None when the file has none."""
 
 
 def read_mesh(path) -> "object":
@@ -195,6 +196,27 @@ def orient_outwards(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
     return normals if outward >= 0 else -normals
 
 
+def mesh_colours(mesh, faces: np.ndarray, bary: np.ndarray) -> Optional[np.ndarray]:
+    """(N, 3) colours in [0, 1] of points on a trimesh mesh, given by their faces and barycentric
+    weights (of the faces' three vertices): vertex colours interpolated, a face's colour, or the
+    texture image at the interpolated UV (bilinear); None when the mesh has none of these."""
+    from trimesh.visual.color import uv_to_interpolated_color
+
+    visual = mesh.visual
+    if visual.kind == "vertex":
+        rgb = np.asarray(visual.vertex_colors, np.float64)[:, :3] / 255
+        return np.einsum("nv,nvc->nc", bary, rgb[mesh.faces[faces]])
+    if visual.kind == "face":
+        return np.asarray(visual.face_colors, np.float64)[faces, :3] / 255
+    if visual.kind == "texture" and getattr(visual, "uv", None) is not None:
+        material = visual.material
+        image = getattr(material, "image", None) or getattr(material, "baseColorTexture", None)
+        if image is not None:
+            uv = np.einsum("nv,nvc->nc", bary, np.asarray(visual.uv, np.float64)[mesh.faces[faces]])
+            return np.asarray(uv_to_interpolated_color(uv, image), np.float64)[:, :3] / 255
+    return None
+
+
 def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: str = "drop",
                  normals: bool = True) -> Surface:
     """The oriented points of a mesh (mesh_points samples, area-uniform, with face normals) or of
@@ -213,9 +235,9 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
     if mesh is not None:
         import trimesh
 
-        pts, faces = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed)
+        pts, faces, bary = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed, return_barycentric=True)
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
-                       str(path))
+                       str(path), colors=mesh_colours(mesh, faces, bary))
     points, colors, normals = read_oriented_cloud(path, duplicates)
     from ..pointcloud.strays import strays
 

@@ -113,7 +113,7 @@ class SdfTask(Task):
             raise InputError(self.opts.input, f"the fitted field has no surface: {exc}; the fit is kept in {out} "
                              f"(`inr extract-mesh {out} --trim 0` writes its whole level set, if it has one)") from None
         s = self.surface
-        if s.colors is not None:  # a coloured cloud gives a coloured mesh
+        if s.colors is not None:  # a coloured input gives a coloured mesh
             from .outputs import paint_mesh
 
             paint_mesh(mesh, s.points, s.colors)
