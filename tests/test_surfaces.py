@@ -65,6 +65,20 @@ def test_mls_projects_in_chunks_with_the_same_result(monkeypatch):
     assert np.abs(np.linalg.norm(whole, axis=1) - 1).mean() < 0.5 * np.abs(np.linalg.norm(noisy, axis=1) - 1).mean()
 
 
+def test_mls_fill_projects_only_the_points_it_keeps(monkeypatch):
+    # the midpoints are thinned to as many as are missing before their jets are fitted (a
+    # 10M-point fill projected 4-5x what it kept), and those kept lie on the surface
+    from inr.pointcloud import mls
+
+    sphere = _sphere_points(1500)
+    projected, real = [], mls._project_once
+    monkeypatch.setattr(mls, "_project_once", lambda x, k, ref=None: projected.append(len(x)) or real(x, k, ref))
+    out = mls.mls_fill(sphere, 6000)
+    assert len(out) == 6000 and sum(projected) == 6000 - 1500, projected
+    added = out[np.abs(np.linalg.norm(out, axis=1) - 1) > 1e-12]
+    assert np.abs(np.linalg.norm(added, axis=1) - 1).max() < 1e-4
+
+
 def test_denoise_mls_baseline_cli(tmp_path, capsys):
     np.save(tmp_path / "in.npy", _sphere_points(3000, noise=0.02))
     assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.ply"), "--baseline", "mls"]) == 0

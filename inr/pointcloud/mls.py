@@ -54,13 +54,15 @@ def _project_chunk(x: np.ndarray, ref: np.ndarray, idx: np.ndarray, d2: np.ndarr
     w /= w.sum(1, keepdims=True)
     centre = np.einsum("nk,nkc->nc", w, nb)
     rel = nb - centre[:, None]
-    cov = np.einsum("nk,nki,nkj->nij", w, rel, rel)
+    wrel = rel * w[..., None]
+    cov = wrel.transpose(0, 2, 1) @ rel  # sum_k w rel rel^T, as batched products (einsum of three is slow)
     _, vecs = np.linalg.eigh(cov)  # ascending eigenvalues: column 0 is the normal
     t1, t2, normal = vecs[:, :, 2], vecs[:, :, 1], vecs[:, :, 0]
-    u, v, z = (np.einsum("nkc,nc->nk", rel, a) for a in (t1, t2, normal))
+    u, v, z = np.moveaxis(rel @ vecs[:, :, ::-1], -1, 0)  # coordinates along t1, t2, normal: (N, k) each
     basis = np.stack([np.ones_like(u), u, v, u * u, u * v, v * v], -1)  # (N, k, 6)
-    lhs = np.einsum("nk,nki,nkj->nij", w, basis, basis)
-    rhs = np.einsum("nk,nki,nk->ni", w, basis, z)
+    wbasis = (basis * w[..., None]).transpose(0, 2, 1)  # (N, 6, k)
+    lhs = wbasis @ basis
+    rhs = (wbasis @ z[..., None])[..., 0]
     lhs += np.eye(6) * (1e-9 * np.trace(lhs, axis1=1, axis2=2))[:, None, None] + np.eye(6) * 1e-300
     coef = np.linalg.solve(lhs, rhs[..., None])[..., 0]
     p = x - centre
@@ -74,8 +76,8 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
     subset (`even_subsample`). A smaller one keeps all its points and gains midpoints: those of
     every pair of a point and one of its FILL_PAIRS nearest lying within FILL_REACH median
     spacings of each other (so no pair spans a gap between parts), each projected onto the jet
-    of its FILL_NEIGHBOURS nearest points; as many as are missing, spread evenly; in rounds
-    until there are n. Fewer than n only when no pair is left (isolated points)."""
+    of its FILL_NEIGHBOURS nearest points; as many as are missing, spread evenly (chosen before
+    they are projected); in rounds until there are n. Fewer than n only when no pair is left (isolated points)."""
     from .voxel import even_subsample
 
     x = np.asarray(points, dtype=np.float64)
@@ -90,6 +92,6 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
         pairs = np.unique(np.stack([first[near], idx.reshape(-1)[near]], 1), axis=0)
         if len(pairs) == 0:
             break
-        mids = _project_once((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, min(FILL_NEIGHBOURS, len(x)), x)
-        x = np.concatenate([x, even_subsample(mids, n - len(x), seed)])
+        mids = even_subsample((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, n - len(x), seed)  # only those kept are projected
+        x = np.concatenate([x, _project_once(mids, min(FILL_NEIGHBOURS, len(x)), x)])
     return even_subsample(x, n, seed)
