@@ -77,7 +77,8 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
     every pair of a point and one of its FILL_PAIRS nearest lying within FILL_REACH median
     spacings of each other (so no pair spans a gap between parts), each projected onto the jet
     of its FILL_NEIGHBOURS nearest points; as many as are missing, spread evenly (chosen before
-    they are projected); in rounds until there are n. Fewer than n only when no pair is left (isolated points)."""
+    they are projected); in rounds until there are n. Fewer than n only when no pair is left
+    (isolated points)."""
     from .voxel import even_subsample
 
     x = np.asarray(points, dtype=np.float64)
