@@ -25,15 +25,8 @@ PCA_CHUNK = 65_536
 """Points whose neighbourhoods the twin's PCA (`_pca_normals`) holds at once: 47 MB of float64."""
 ORIENT_AT_MOST = 200_000
 """Larger clouds are made consistent on a random subset of this many points (open3d's graph
-orientation grows faster than linearly: 100k points took 10-15 s on 2 cores, 1M 246 s), with the
-subset's own PCA normals (its 30 neighbours reach farther, past noise that a dense cloud's 30 do
-not); every point then takes the mean of its 5 nearest subset normals, or its own PCA normal on
-their side where the two lie within AGREE_DEGREES (a clean scan keeps its fine detail)."""
-AGREE_DEGREES = 15.0
-"""A dense cloud's point keeps its own PCA normal within this angle of its subset neighbours'.
-Before it (the subset's sides voted onto every point's own normal): a 10M-point denoised scan of
-training mesh elephant had 11.6 % of its normals flipped and a mean error of 33.7 degrees, now
-0.8 % and 18.6 degrees; a clean 1M-point scan 2.3 degrees then, 2.6 now."""
+orientation grows faster than linearly: 100k points took 10-15 s on 2 cores, 1M 246 s); every
+other point then takes the side that its 5 nearest subset points agree on."""
 
 
 @dataclass
@@ -116,29 +109,24 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
     if o3d is None:
         if len(points) < 3:
             return np.tile([0.0, 0.0, 1.0], (len(points), 1))
-        pca, orient = _pca_normals, _tree_consistent
+        normals, orient = _pca_normals(points), _tree_consistent
     else:
-        def pca(p: np.ndarray) -> np.ndarray:
-            cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(p))
-            cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(NORMAL_NEIGHBOURS))
-            return np.asarray(cloud.normals, dtype=np.float64)
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+        cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(NORMAL_NEIGHBOURS))
+        normals = np.asarray(cloud.normals, dtype=np.float64)
 
         def orient(p: np.ndarray, n: np.ndarray) -> np.ndarray:
             return prefer_visible(o3d, p, _consistent(o3d, p, n))
-    normals = pca(points)
-    if len(points) <= orient_at_most:
-        return orient_outwards(points, orient(points, normals))
-    subset = np.sort(np.random.default_rng(0).choice(len(points), orient_at_most, replace=False))
-    sides = orient(points[subset], pca(points[subset]))  # the subset's own PCA: wider neighbourhoods
-    from scipy.spatial import cKDTree
+    if len(points) > orient_at_most:
+        subset = np.sort(np.random.default_rng(0).choice(len(points), orient_at_most, replace=False))
+        sides = orient(points[subset], normals[subset])
+        from scipy.spatial import cKDTree
 
-    _, near = cKDTree(points[subset]).query(points, 5, workers=-1)
-    smooth = sides[near].sum(1)
-    length = np.linalg.norm(smooth, axis=1, keepdims=True)
-    smooth = np.where(length > 1e-9, smooth / np.maximum(length, 1e-300), sides[near[:, 0]])
-    dot = np.einsum("nd,nd->n", normals, smooth)
-    own = np.abs(dot) >= np.cos(np.radians(AGREE_DEGREES))
-    normals = np.where(own[:, None], np.where(dot[:, None] < 0, -normals, normals), smooth)
+        _, near = cKDTree(points[subset]).query(points, 5, workers=-1)
+        vote = np.einsum("nkd,nd->n", sides[near], normals)
+        normals = np.where(vote[:, None] < 0, -normals, normals)
+    else:
+        normals = orient(points, normals)
     return orient_outwards(points, normals)
 
 
