@@ -386,7 +386,7 @@ def test_a_fit_without_a_mesh_is_one_line_marked_failed_and_kept_for_extract_mes
         raise ValueError(f"every face lies in a large patch farther than {trim:g} units from the input")
 
     monkeypatch.setattr(sdf_task, "trim_mesh", no_faces)
-    torus = _textured_torus(tmp_path / "torus.obj")  # a textured mesh, as photogrammetry gives
+    torus = _torus_mesh(tmp_path / "torus.obj")
     out = tmp_path / "run"
     args = ["fit-sdf", str(torus), "--steps", "30", "--out", str(out), "--no-progress", "--mesh-points", "5000",
             "--set", "train.mesh_resolution=32",
