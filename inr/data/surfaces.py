@@ -22,11 +22,16 @@ NORMAL_NEIGHBOURS = 30
 ORIENT_NEIGHBOURS = 15
 """Neighbours of the Riemannian graph along which normals are made consistent (open3d)."""
 PCA_CHUNK = 65_536
-"""Points whose neighbourhoods the twin's PCA (`_pca_normals`) holds at once: 47 MB of float64."""
+"""Points whose covariances `_pca` decomposes at once (and whose neighbourhoods the twin holds:
+47 MB of float64)."""
 ORIENT_AT_MOST = 200_000
 """Larger clouds are made consistent on a random subset of this many points (open3d's graph
-orientation grows faster than linearly: 100k points took 10-15 s on 2 cores, 1M 246 s); every
-other point then takes the side that its 5 nearest subset points agree on."""
+orientation grows faster than linearly: 100k points took 10-15 s on 2 cores, 1M 246 s), with the
+subset's own PCA normals (a wider neighbourhood); every other point then takes the side that its
+5 nearest subset points agree on, or their mean normal where the wider neighbourhood is the
+flatter one (`_finer_or_wider`)."""
+SUBSET_NEAREST = 5
+"""Subset points that a point of a larger cloud follows (ORIENT_AT_MOST)."""
 
 
 @dataclass
@@ -106,43 +111,75 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
     points = np.asarray(points, np.float64)
     points = points - (points.min(0) + points.max(0)) / 2  # normals do not move with the cloud; open3d's
     # covariances and orientation lose the detail of coordinates far from the origin (georeferenced scans)
+    if len(points) < 3:
+        return np.tile([0.0, 0.0, 1.0], (len(points), 1))
     if o3d is None:
-        if len(points) < 3:
-            return np.tile([0.0, 0.0, 1.0], (len(points), 1))
-        normals, orient = _pca_normals(points), _tree_consistent
+        orient = _tree_consistent
     else:
-        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
-        cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(NORMAL_NEIGHBOURS))
-        normals = np.asarray(cloud.normals, dtype=np.float64)
-
         def orient(p: np.ndarray, n: np.ndarray) -> np.ndarray:
             return prefer_visible(o3d, p, _consistent(o3d, p, n))
+    normals, variation = _pca(points, o3d)
     if len(points) > orient_at_most:
         subset = np.sort(np.random.default_rng(0).choice(len(points), orient_at_most, replace=False))
-        sides = orient(points[subset], normals[subset])
-        from scipy.spatial import cKDTree
-
-        _, near = cKDTree(points[subset]).query(points, 5, workers=-1)
-        vote = np.einsum("nkd,nd->n", sides[near], normals)
-        normals = np.where(vote[:, None] < 0, -normals, normals)
+        wide, wide_variation = _pca(points[subset], o3d)
+        normals = _finer_or_wider(points, normals, variation, subset, orient(points[subset], wide), wide_variation)
     else:
         normals = orient(points, normals)
     return orient_outwards(points, normals)
 
 
-def _pca_normals(points: np.ndarray) -> np.ndarray:
-    """Unit normals by PCA over each point's NORMAL_NEIGHBOURS nearest points (scipy's k-d tree):
-    the covariance's eigenvector of the smallest eigenvalue, side arbitrary."""
+def _finer_or_wider(points: np.ndarray, normals: np.ndarray, variation: np.ndarray, subset: np.ndarray,
+                    wide: np.ndarray, wide_variation: np.ndarray) -> np.ndarray:
+    """A large cloud's normals from those of its subset (oriented, estimated over the subset's own
+    neighbours: a neighbourhood about len(points)/len(subset) times larger). Each point takes its
+    own normal, on the side its SUBSET_NEAREST nearest subset points agree on, where its region is
+    flatter at its own scale than at the subset's, else their mean normal. Surface variation (the
+    smallest eigenvalue's share) grows with the neighbourhood on a smooth curved surface but
+    falls on a noisy one, whose dense neighbourhoods lie inside the noise: there the own PCA
+    normals scatter (a 1M-point scan with noise of 0.25 % of its diagonal: 12 % of them flipped,
+    38 degrees off on average), the wider ones do not. The region: the mean own variation of
+    the points nearest to each subset point, averaged over the SUBSET_NEAREST (one point's own
+    variation is itself noisy)."""
+    from scipy.spatial import cKDTree
+
+    _, near = cKDTree(points[subset]).query(points, SUBSET_NEAREST, workers=-1)
+    vote = np.einsum("nkd,nd->n", wide[near], normals)
+    own = np.where(vote[:, None] < 0, -normals, normals)
+    counts = np.bincount(near[:, 0], minlength=len(subset))
+    fine = np.bincount(near[:, 0], variation, len(subset)) / np.maximum(counts, 1)
+    mean = wide[near].sum(1)
+    length = np.linalg.norm(mean, axis=1, keepdims=True)
+    use_own = (fine[near].mean(1) <= wide_variation[near].mean(1)) | (length[:, 0] < 1e-6)
+    return np.where(use_own[:, None], own, mean / np.maximum(length, 1e-12))
+
+
+def _pca(points: np.ndarray, o3d) -> tuple[np.ndarray, np.ndarray]:
+    """Unit normals by PCA over each point's NORMAL_NEIGHBOURS nearest points (side arbitrary: the
+    covariance's eigenvector of the smallest eigenvalue) and the surface variation, that
+    eigenvalue's share of their sum (0 on a plane, 1/3 for an isotropic blob). The covariances
+    from open3d's KNN search, or without it (None) from scipy's k-d tree."""
+    normals, variation = np.empty_like(points), np.empty(len(points))
+
+    def from_covariances(part: slice, cov: np.ndarray) -> None:
+        values, vectors = np.linalg.eigh(cov)
+        normals[part], variation[part] = vectors[:, :, 0], values[:, 0] / np.maximum(values.sum(1), 1e-300)
+
+    if o3d is not None:
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+        cloud.estimate_covariances(o3d.geometry.KDTreeSearchParamKNN(NORMAL_NEIGHBOURS))
+        cov = np.asarray(cloud.covariances)
+        for start in range(0, len(points), PCA_CHUNK):
+            from_covariances(slice(start, start + PCA_CHUNK), cov[start:start + PCA_CHUNK])
+        return normals, variation
     from scipy.spatial import cKDTree
 
     tree, k = cKDTree(points), min(NORMAL_NEIGHBOURS, len(points))
-    normals = np.empty_like(points)
     for start in range(0, len(points), PCA_CHUNK):  # (chunk, k, 3) neighbourhoods at a time
         part = slice(start, start + PCA_CHUNK)
         hood = points[tree.query(points[part], k, workers=-1)[1]]
         hood -= hood.mean(1, keepdims=True)
-        normals[part] = np.linalg.eigh(np.einsum("nki,nkj->nij", hood, hood))[1][:, :, 0]
-    return normals
+        from_covariances(part, np.einsum("nki,nkj->nij", hood, hood))
+    return normals, variation
 
 
 def _tree_consistent(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
