@@ -25,13 +25,18 @@ PCA_CHUNK = 65_536
 """Points whose covariances `_pca` decomposes at once (and whose neighbourhoods the twin holds:
 47 MB of float64)."""
 ORIENT_AT_MOST = 200_000
-"""Larger clouds are made consistent on a random subset of this many points (open3d's graph
-orientation grows faster than linearly: 100k points took 10-15 s on 2 cores, 1M 246 s), with the
-subset's own PCA normals (a wider neighbourhood); every other point then takes the side that its
-5 nearest subset points agree on, or their mean normal where the wider neighbourhood is the
-flatter one (`_finer_or_wider`)."""
+"""Larger clouds are made consistent on a random subset of at most this many points (open3d's
+graph orientation grows faster than linearly: 100k points took 10-15 s on 2 cores, 1M 246 s):
+the wider scale's subset (WIDER), its normals oriented; every other point then takes the side
+that its SUBSET_NEAREST nearest subset points agree on."""
+WIDER = 8
+"""The wider scale of the normals: PCA over the NORMAL_NEIGHBOURS neighbours of each point of a
+random subset of 1/WIDER of the cloud (at most ORIENT_AT_MOST points), a neighbourhood about
+WIDER times the count; a point takes it where its own is noisier (`_finer_or_wider`)."""
+MIN_WIDE = 5_000
+"""No wider scale for clouds whose subset would have fewer points."""
 SUBSET_NEAREST = 5
-"""Subset points that a point of a larger cloud follows (ORIENT_AT_MOST)."""
+"""Subset points whose wide normals a point follows (`_finer_or_wider`)."""
 
 
 @dataclass
@@ -85,12 +90,14 @@ def read_mesh(path) -> "object":
 
 
 def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -> np.ndarray:
-    """Unit normals of a cloud: PCA over NORMAL_NEIGHBOURS neighbours, made consistent along a
-    neighbour graph (open3d's orient_normals_consistent_tangent_plane; over a subset of
-    `orient_at_most` points for larger clouds, see ORIENT_AT_MOST), or by visibility where that
-    leaves fewer seams (`inr.data.orientation`), then turned outwards as a whole (pointing away
-    from the centroid on average). Thin or open parts may come out flipped: give normals when
-    the scanner has them. Without open3d: `plain_normals`."""
+    """Unit normals of a cloud: PCA over NORMAL_NEIGHBOURS neighbours, or over a subset's
+    neighbours where that wider scale is the flatter one (noisy parts, `_finer_or_wider`, WIDER),
+    made consistent along a neighbour graph (open3d's
+    orient_normals_consistent_tangent_plane; through a subset for clouds over `orient_at_most`
+    points, see ORIENT_AT_MOST), or by visibility where that leaves fewer seams
+    (`inr.data.orientation`), then turned outwards as a whole (pointing away from the centroid on
+    average). Thin or open parts may come out flipped: give normals when the scanner has them.
+    Without open3d: `plain_normals`."""
     from .. import _external
 
     return _estimate(points, _external.open3d() if _external.has_open3d() else None, orient_at_most)
@@ -106,6 +113,8 @@ def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -> n
 
 def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
     """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
+    from scipy.spatial import cKDTree
+
     from .orientation import prefer_visible
 
     points = np.asarray(points, np.float64)
@@ -119,38 +128,45 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
         def orient(p: np.ndarray, n: np.ndarray) -> np.ndarray:
             return prefer_visible(o3d, p, _consistent(o3d, p, n))
     normals, variation = _pca(points, o3d)
-    if len(points) > orient_at_most:
-        subset = np.sort(np.random.default_rng(0).choice(len(points), orient_at_most, replace=False))
-        wide, wide_variation = _pca(points[subset], o3d)
-        normals = _finer_or_wider(points, normals, variation, subset, orient(points[subset], wide), wide_variation)
-    else:
-        normals = orient(points, normals)
-    return orient_outwards(points, normals)
-
-
-def _finer_or_wider(points: np.ndarray, normals: np.ndarray, variation: np.ndarray, subset: np.ndarray,
-                    wide: np.ndarray, wide_variation: np.ndarray) -> np.ndarray:
-    """A large cloud's normals from those of its subset (oriented, estimated over the subset's own
-    neighbours: a neighbourhood about len(points)/len(subset) times larger). Each point takes its
-    own normal, on the side its SUBSET_NEAREST nearest subset points agree on, where its region is
-    flatter at its own scale than at the subset's, else their mean normal. Surface variation (the
-    smallest eigenvalue's share) grows with the neighbourhood on a smooth curved surface but
-    falls on a noisy one, whose dense neighbourhoods lie inside the noise: there the own PCA
-    normals scatter (a 1M-point scan with noise of 0.25 % of its diagonal: 12 % of them flipped,
-    38 degrees off on average), the wider ones do not. The region: the mean own variation of
-    the points nearest to each subset point, averaged over the SUBSET_NEAREST (one point's own
-    variation is itself noisy)."""
-    from scipy.spatial import cKDTree
-
+    large = len(points) > orient_at_most  # oriented through the subset
+    size = min(len(points) // WIDER, orient_at_most)
+    if size < MIN_WIDE and not large:  # too few points for a wider scale
+        return orient_outwards(points, orient(points, normals))
+    subset = np.sort(np.random.default_rng(0).choice(len(points), size, replace=False))
+    wide, wide_variation = _pca(points[subset], o3d)
+    if large:
+        wide = orient(points[subset], wide)
     _, near = cKDTree(points[subset]).query(points, SUBSET_NEAREST, workers=-1)
-    vote = np.einsum("nkd,nd->n", wide[near], normals)
-    own = np.where(vote[:, None] < 0, -normals, normals)
-    counts = np.bincount(near[:, 0], minlength=len(subset))
-    fine = np.bincount(near[:, 0], variation, len(subset)) / np.maximum(counts, 1)
-    mean = wide[near].sum(1)
+    normals = _finer_or_wider(normals, variation, near, wide, wide_variation, oriented=large)
+    return orient_outwards(points, normals if large else orient(points, normals))
+
+
+def _finer_or_wider(normals: np.ndarray, variation: np.ndarray, near: np.ndarray, wide: np.ndarray,
+                    wide_variation: np.ndarray, oriented: bool) -> np.ndarray:
+    """Each point's normal at the finer or the wider scale: its own, or the mean of its
+    SUBSET_NEAREST nearest subset points' (`near`) wide normals, estimated over the subset's own
+    neighbours (a neighbourhood about len(normals)/len(wide) times larger), whichever region is
+    flatter: surface variation (the smallest eigenvalue's share) grows with the neighbourhood on
+    a smooth curved surface but falls on a noisy one, whose dense neighbourhoods lie inside the
+    noise; there the own PCA normals scatter (a 1M-point scan with noise of 0.25 % of its
+    diagonal: 12 % of them flipped, 38 degrees off on average), the wider ones do not. The
+    region: the mean own variation of the points nearest to each subset point, averaged over
+    the SUBSET_NEAREST (one point's own variation is itself noisy). oriented: the wide normals
+    have their sides, and the own normals take the side their subset points agree on; else the
+    5 wide normals take the side of the nearest before they are averaged (orientation follows)."""
+    if oriented:
+        vote = np.einsum("nkd,nd->n", wide[near], normals)
+        normals = np.where(vote[:, None] < 0, -normals, normals)
+        hood = wide[near]
+    else:
+        hood = wide[near]
+        hood = hood * np.sign(np.einsum("nkd,nd->nk", hood, hood[:, 0]) + 1e-12)[:, :, None]
+    counts = np.bincount(near[:, 0], minlength=len(wide))
+    fine = np.bincount(near[:, 0], variation, len(wide)) / np.maximum(counts, 1)
+    mean = hood.sum(1)
     length = np.linalg.norm(mean, axis=1, keepdims=True)
     use_own = (fine[near].mean(1) <= wide_variation[near].mean(1)) | (length[:, 0] < 1e-6)
-    return np.where(use_own[:, None], own, mean / np.maximum(length, 1e-12))
+    return np.where(use_own[:, None], normals, mean / np.maximum(length, 1e-12))
 
 
 def _pca(points: np.ndarray, o3d) -> tuple[np.ndarray, np.ndarray]:
