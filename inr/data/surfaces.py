@@ -154,12 +154,11 @@ def _finer_or_wider(normals: np.ndarray, variation: np.ndarray, near: np.ndarray
     the SUBSET_NEAREST (one point's own variation is itself noisy). oriented: the wide normals
     have their sides, and the own normals take the side their subset points agree on; else the
     5 wide normals take the side of the nearest before they are averaged (orientation follows)."""
+    hood = wide[near]
     if oriented:
-        vote = np.einsum("nkd,nd->n", wide[near], normals)
+        vote = np.einsum("nkd,nd->n", hood, normals)
         normals = np.where(vote[:, None] < 0, -normals, normals)
-        hood = wide[near]
     else:
-        hood = wide[near]
         hood = hood * np.sign(np.einsum("nkd,nd->nk", hood, hood[:, 0]) + 1e-12)[:, :, None]
     counts = np.bincount(near[:, 0], minlength=len(wide))
     fine = np.bincount(near[:, 0], variation, len(wide)) / np.maximum(counts, 1)
