@@ -1,7 +1,7 @@
 """Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
 
     make meshes
-    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|lownoise] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), and a range scan (6
@@ -26,6 +26,10 @@ normals: the normals that `denoise`/`reconstruct` write (estimated and oriented 
   `reconstruct` outputs, MLS's output, and the noisy input itself. Every mesh. `--normals-backend
   plain`: the estimate a machine without open3d makes (`plain_normals`: PCA and a spanning tree,
   no visibility check); the rest of the bench still uses open3d.
+densenormals: normals of denser clouds (DENSE_POINTS evenly spread points, noise 1 % and 2 %),
+  raw and after `denoise` (the network, as many points out), with the shipped estimate (two
+  scales, `inr.data.surfaces.WIDER`) and with the own scale only (MIN_WIDE raised: the estimate
+  before session 42); the same two figures as normals. Not in the default run (16 minutes).
 lownoise: dense scans with little noise, as most real scanners give: 50,000 surface points with
   noise sigma = 0, 0.25 % and 0.5 % of the diagonal (LOW_NOISE), `denoise` (the network, 50,000
   points out) and MLS as output/input Chamfer-L1 ratios (above 1: the output is worse than its
@@ -56,6 +60,7 @@ SDF_MESHES = ("bunny00", "armadillo", "fandisk", "camel")
 TRUTH_POINTS = 100_000
 SCAN_POINTS = 5_000
 SCANNER_VIEWS, SCANNER_PIXELS = 6, 200
+DENSE_POINTS = 100_000
 CASES = {"noise 1%": (0.01, 0.0, 0), "noise 2%": (0.02, 0.0, 0), "noise 1% + 5% outliers": (0.01, 0.05, 0),
          "scanner 1%": (0.01, 0.0, SCANNER_VIEWS)}
 """case: (sigma as a share of the diagonal, outlier share, scanner views: 0 for points spread
@@ -188,6 +193,23 @@ def reconstruct(meshes, model):
     return rows
 
 
+def mesh_sides(mesh, ref_normals):
+    """(sides, the face normals turned outwards): which side is outside. A closed mesh's outward
+    normals (a negative volume: wound inwards); an open one has no outside, so a normal is
+    flipped against the majority side; with inconsistent winding the faces say nothing."""
+    sides = "none" if not mesh.is_winding_consistent else "outward" if mesh.is_watertight else "majority"
+    return sides, (-ref_normals if sides == "outward" and mesh.volume < 0 else ref_normals)
+
+
+def score_normals(est, pts, tree, ref_normals, sides):
+    """(mean angle in degrees between the lines, flipped share in %) of estimated normals `est` at
+    `pts` against the truth's normal at the nearest truth point (`tree` over the truth points)."""
+    cos = np.sum(est * ref_normals[tree.query(pts)[1]], axis=1)
+    flipped = float(100 * np.mean(cos < 0))
+    return (float(np.degrees(np.arccos(np.clip(np.abs(cos), 0, 1))).mean()),
+            {"outward": flipped, "majority": min(flipped, 100 - flipped)}.get(sides, float("nan")))
+
+
 def normals(meshes, model, backend: str = "open3d"):
     """Per case and mesh: the written normals' angle error and flipped share (module docstring)."""
     import trimesh
@@ -203,12 +225,7 @@ def normals(meshes, model, backend: str = "open3d"):
         for name, mesh in meshes.items():
             ref, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=1)
             tree, ref_normals = cKDTree(np.asarray(ref)), mesh.face_normals[faces]
-            # which side is outside: a closed mesh's outward normals (a negative volume: wound
-            # inwards); an open one has no outside, so a normal is flipped against the majority
-            # side; with inconsistent winding the faces say nothing about sides
-            sides = "none" if not mesh.is_winding_consistent else "outward" if mesh.is_watertight else "majority"
-            if sides == "outward" and mesh.volume < 0:
-                ref_normals = -ref_normals
+            sides, ref_normals = mesh_sides(mesh, ref_normals)
             noisy = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views)
             full, _ = network_output(model, name, case, noisy)
             row = {"case": case, "mesh": name, "sides": sides}
@@ -216,12 +233,8 @@ def normals(meshes, model, backend: str = "open3d"):
                                ("reconstruct", mls_fill(full, 4 * len(noisy), 0))):
                 t = time.perf_counter()
                 est = estimate(pts)
-                seconds = time.perf_counter() - t
-                cos = np.sum(est * ref_normals[tree.query(pts)[1]], axis=1)
-                row[f"{label}: angle (deg)"] = float(np.degrees(np.arccos(np.clip(np.abs(cos), 0, 1))).mean())
-                flipped = float(100 * np.mean(cos < 0))
-                row[f"{label}: flipped %"] = {"outward": flipped, "majority": min(flipped, 100 - flipped)}.get(sides, float("nan"))
-                row[f"{label}: s"] = seconds
+                row[f"{label}: s"] = time.perf_counter() - t
+                row[f"{label}: angle (deg)"], row[f"{label}: flipped %"] = score_normals(est, pts, tree, ref_normals, sides)
             rows.append(row)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     return rows
@@ -301,6 +314,45 @@ def surfaces(meshes, budget, noisy: bool, weights=None, overrides=None, names=SD
 LOW_NOISE, LOW_NOISE_POINTS = (0.0, 0.0025, 0.005), 50_000
 
 
+def densenormals(meshes, model):
+    """Per noise and mesh: normals of a DENSE_POINTS scan and of its `denoise` output, two scales
+    against the own scale only (see the docstring)."""
+    import torch
+    import trimesh
+    from scipy.spatial import cKDTree
+
+    from inr.data import surfaces
+    from inr.pointcloud.mls import mls_fill
+
+    shipped, rows = surfaces.MIN_WIDE, []
+    for sigma in (0.01, 0.02):
+        for name, mesh in meshes.items():
+            ref, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=1)
+            tree = cKDTree(np.asarray(ref))
+            sides, ref_normals = mesh_sides(mesh, mesh.face_normals[faces])
+            seed = scan_seed(name) + DENSE_POINTS
+            pts, _ = trimesh.sample.sample_surface(mesh, DENSE_POINTS, seed=seed)
+            diag = float(np.linalg.norm(mesh.extents))
+            noisy = np.asarray(pts) + np.random.default_rng(seed).normal(scale=sigma * diag, size=(DENSE_POINTS, 3))
+            with torch.no_grad():
+                out = mls_fill(model.reconstruct(torch.from_numpy(noisy))[0].double().numpy(), DENSE_POINTS, 0)  # as `denoise`
+            row = {"sigma": sigma, "mesh": name, "sides": sides}
+            for label, cloud in (("input", noisy), ("denoise", out)):
+                for scales, floor in (("two scales", shipped), ("own scale", 10**12)):
+                    surfaces.MIN_WIDE = floor
+                    try:
+                        t = time.perf_counter()
+                        est = surfaces.estimate_normals(cloud)
+                    finally:
+                        surfaces.MIN_WIDE = shipped
+                    row[f"{label} {scales}: s"] = time.perf_counter() - t
+                    row[f"{label} {scales}: angle (deg)"], row[f"{label} {scales}: flipped %"] = score_normals(
+                        est, cloud, tree, ref_normals, sides)
+            rows.append(row)
+            print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
 def lownoise(meshes, model):
     """Per sigma and mesh: `denoise` and MLS on a dense, nearly clean scan (see the docstring)."""
     import torch
@@ -337,7 +389,7 @@ def lownoise(meshes, model):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "lownoise"])
+    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise"])
     ap.add_argument("--normals-backend", choices=["open3d", "plain"], default="open3d",
                     help="normals: open3d's estimate (as installed by make setup) or the twin without open3d")
     ap.add_argument("--budget", type=float, default=105.0, help="fit-sdf training seconds per shape (105: with loading, the sign lattice and the mesh, under 120 s on this 2-core machine)")
@@ -351,7 +403,7 @@ def main() -> None:
     names = args.meshes.split(",") if args.meshes else None
     meshes = load_meshes(names, args.mesh_dir)
     sections = args.only or ["reconstruct", "normals", "sdf", "noisy"]
-    model = load_model(args.weights) if {"reconstruct", "normals", "lownoise"} & set(sections) else None
+    model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise"} & set(sections) else None
     if "reconstruct" in sections:
         rows = reconstruct(meshes, model)
         save("surface_reconstruct", rows)
@@ -364,6 +416,12 @@ def main() -> None:
         save("surface_normals" + ("_plain" if args.normals_backend == "plain" else ""), rows)
         print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
                                               for c in ("angle (deg)", "flipped %", "s")]))
+    if "densenormals" in sections:
+        rows = densenormals(meshes, model)
+        save("surface_densenormals", rows)
+        print(table(rows, ["sigma", "mesh", "sides"] + [f"{w} {s}: {c}" for w in ("input", "denoise")
+                                                         for s in ("two scales", "own scale")
+                                                         for c in ("angle (deg)", "flipped %", "s")]))
     if "lownoise" in sections:
         rows = lownoise(meshes, model)
         save("surface_lownoise", rows)
