@@ -125,6 +125,46 @@ def test_a_dense_noisy_cloud_takes_the_wider_normals_and_a_clean_one_keeps_its_o
                 assert (cos > 0.95).mean() >= share and angle.mean() < degrees, (estimate.__name__, at_most, angle.mean())
 
 
+def _body_and_leg(seed=0, density=600):
+    """Points on a closed shape with a thin part: a unit sphere and a leg (a cylinder of radius
+    0.15 along +x, capped at x = 2), each part's points inside the other left out; their true
+    outward normals."""
+    rng = np.random.default_rng(seed)
+    ball = rng.normal(size=(int(4 * np.pi * density), 3))
+    ball /= np.linalg.norm(ball, axis=1, keepdims=True)
+    ball = ball[~((ball[:, 0] > 0) & (ball[:, 1] ** 2 + ball[:, 2] ** 2 < 0.15**2))]
+    m = int(2 * np.pi * 0.15 * 1.2 * density)
+    a, x = rng.uniform(0, 2 * np.pi, m), rng.uniform(0.8, 2.0, m)
+    side = np.stack([np.zeros(m), np.cos(a), np.sin(a)], 1)
+    tube = np.concatenate([x[:, None], 0.15 * side[:, 1:]], 1)
+    keep = np.linalg.norm(tube, axis=1) > 1
+    r, b = 0.15 * np.sqrt(rng.uniform(0, 1, 60)), rng.uniform(0, 2 * np.pi, 60)
+    cap = np.stack([np.full(60, 2.0), r * np.cos(b), r * np.sin(b)], 1)
+    pts = np.concatenate([ball, tube[keep], cap])
+    normals = np.concatenate([ball, side[keep], np.tile([1.0, 0, 0], (60, 1))])
+    return pts, normals
+
+
+def test_winding_numbers_turn_back_a_leg_that_points_inwards_and_leave_open_or_right_clouds_alone(monkeypatch):
+    # the leg's normals turned inwards (as the graph orientation turns a thin part whole): just
+    # off the leg on its normals' side the winding number reads about -1, so the leg is turned
+    # back, also when the probes run on a subset. A rightly oriented closed cloud and an open
+    # hemisphere (with a patch turned) come back as they were
+    from inr.data import orientation
+
+    pts, truth = _body_and_leg()
+    leg = pts[:, 0] > 1.05
+    wrong = np.where(leg[:, None], -truth, truth)
+    for at_most, share in ((10_000, 1.0), (3000, 0.98)):  # all 8,120 points probed, or a subset
+        monkeypatch.setattr(orientation, "WINDING_AT_MOST", at_most)
+        cos = (orientation.turn_inverted_parts(pts, wrong) * truth).sum(1)
+        assert (cos[leg] > 0).mean() >= share and (cos[~leg] > 0).mean() > 0.999, (at_most, (cos[leg] < 0).mean())
+        assert (orientation.turn_inverted_parts(pts, truth) == truth).all()
+    cup, up = pts[pts[:, 2] > 0.1], truth[pts[:, 2] > 0.1]
+    patch = np.where((cup[:, 2] > 0.9)[:, None], -up, up)
+    assert (orientation.turn_inverted_parts(cup, patch) == patch).all()
+
+
 def test_visibility_orients_a_thin_plate_that_the_neighbour_graph_flips_and_spares_an_open_sheet():
     # a closed plate 0.06 thick (neighbourhoods reach across it): the graph orientation passes one
     # side to both faces (about half the normals point in); visibility sees each face from its side

@@ -96,7 +96,9 @@ def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -
     orient_normals_consistent_tangent_plane; through a subset for clouds over `orient_at_most`
     points, see ORIENT_AT_MOST), or by visibility where that leaves fewer seams
     (`inr.data.orientation`), then turned outwards as a whole (pointing away from the centroid on
-    average). Thin or open parts may come out flipped: give normals when the scanner has them.
+    average); on a closed cloud, parts left pointing inwards are turned back by the winding
+    number (`inr.data.orientation.turn_inverted_parts`). Thin or open parts may come out
+    flipped: give normals when the scanner has them.
     Without open3d: `plain_normals`."""
     from .. import _external
 
@@ -115,7 +117,7 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
     """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
     from scipy.spatial import cKDTree
 
-    from .orientation import prefer_visible
+    from .orientation import prefer_visible, turn_inverted_parts
 
     points = np.asarray(points, np.float64)
     points = points - (points.min(0) + points.max(0)) / 2  # normals do not move with the cloud; open3d's
@@ -131,14 +133,14 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
     large = len(points) > orient_at_most  # oriented through the subset
     size = min(len(points) // WIDER, orient_at_most)
     if size < MIN_WIDE and not large:  # too few points for a wider scale
-        return orient_outwards(points, orient(points, normals))
+        return turn_inverted_parts(points, orient_outwards(points, orient(points, normals)))
     subset = np.sort(np.random.default_rng(0).choice(len(points), size, replace=False))
     wide, wide_variation = _pca(points[subset], o3d)
     if large:
         wide = orient(points[subset], wide)
     _, near = cKDTree(points[subset]).query(points, SUBSET_NEAREST, workers=-1)
     normals = _finer_or_wider(normals, variation, near, wide, wide_variation, oriented=large)
-    return orient_outwards(points, normals if large else orient(points, normals))
+    return turn_inverted_parts(points, orient_outwards(points, normals if large else orient(points, normals)))
 
 
 def _finer_or_wider(normals: np.ndarray, variation: np.ndarray, near: np.ndarray, wide: np.ndarray,
