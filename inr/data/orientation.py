@@ -125,11 +125,12 @@ INVERTED_OUT, INVERTED_IN = -0.6, 0.4
 """A point is inverted when its outer probe reads below INVERTED_OUT and its inner one below
 INVERTED_IN (oriented right: about 0 and 1)."""
 CLOSED_AREA, CLOSED_OUT, CLOSED_IN = 0.25, 0.2, 0.7
-"""A cloud is closed when its vector area (the sum of its points' areas times their normals) is
-under CLOSED_AREA of its area (0 for a closed surface, small with noise or a part turned inwards;
-training meshes: closed 0.03-0.15, open terrains and reliefs 0.47-0.75, a hemisphere 0.5), the
-median outer probe lies within CLOSED_OUT of 0 and the median inner one above CLOSED_IN (an
-open sheet reads about -1/2 and +1/2, and noisy ones pass that test too)."""
+"""A cloud is probed only when its vector area (the sum of its points' areas times their normals)
+is under CLOSED_AREA of its area (0 for a closed surface, small with noise or a part turned
+inwards; training meshes: closed 0.03-0.15, open terrains and reliefs 0.47-0.75, a hemisphere
+0.5), and its turns are kept only when afterwards the median outer probe lies within CLOSED_OUT
+of 0 and the median inner one above CLOSED_IN, as on a closed surface oriented outwards (an
+open sheet reads about -1/2 and +1/2)."""
 WINDING_ROUNDS, SUBSET_NEAREST = 3, 5
 UNCLEAR = 0.5
 """Where a turned part meets the rest, a band of inverted points only dents the winding number
@@ -147,9 +148,10 @@ def turn_inverted_parts(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
     its normal's side (inside the part) it reads about -1 and on the other side (outside) about
     0. Probes at ±WINDING_PROBE spacings along each normal; inverted points (INVERTED_OUT,
     INVERTED_IN) are turned, and the probes read again, up to WINDING_ROUNDS rounds (the points
-    near a part's joint read clearly once the part is turned). Negative readings come only from
-    inverted sides, so a rightly oriented closed cloud is left as it is; open clouds (CLOSED_AREA,
-    CLOSED_OUT, CLOSED_IN) are left alone."""
+    near a part's joint read clearly once the part is turned). The inverted part may be the larger
+    one (a body whose far legs and antlers won the outward turn as a whole). Negative readings
+    come only from inverted sides, so a rightly oriented closed cloud is left as it is; open
+    clouds (CLOSED_AREA, CLOSED_OUT, CLOSED_IN) are left alone."""
     from scipy.spatial import cKDTree
 
     from ..sdf import winding_numbers
@@ -169,14 +171,12 @@ def turn_inverted_parts(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
     for round in range(WINDING_ROUNDS + 1):
         w = winding_numbers(np.concatenate([p + step * n, p - step * n]), p, n, max_points=len(p), tree=tree)
         outer, inner = w[:len(p)], w[len(p):]
-        if abs(np.median(outer)) > CLOSED_OUT or np.median(inner) < CLOSED_IN:
-            break  # no inside to read (or not oriented outwards)
         bad = (outer < INVERTED_OUT) & (inner < INVERTED_IN)
         if not bad.any() or round == WINDING_ROUNDS:
             break
         n[bad], turned[bad] = -n[bad], ~turned[bad]
-    if not turned.any():
-        return normals
+    if not turned.any() or abs(np.median(outer)) > CLOSED_OUT or np.median(inner) < CLOSED_IN:
+        return normals  # nothing turned, or the turns did not make it read as a closed surface
     turned = _border(p, n, turned, inner - outer < UNCLEAR)
     if len(rows) == len(points):
         return np.where(turned[:, None], -normals, normals)
