@@ -132,15 +132,16 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
     normals, variation = _pca(points, o3d)
     large = len(points) > orient_at_most  # oriented through the subset
     size = min(len(points) // WIDER, orient_at_most)
-    if size < MIN_WIDE and not large:  # too few points for a wider scale
-        return turn_inverted_parts(points, orient_outwards(points, orient(points, normals)))
-    subset = np.sort(np.random.default_rng(0).choice(len(points), size, replace=False))
-    wide, wide_variation = _pca(points[subset], o3d)
-    if large:
-        wide = orient(points[subset], wide)
-    _, near = cKDTree(points[subset]).query(points, SUBSET_NEAREST, workers=-1)
-    normals = _finer_or_wider(normals, variation, near, wide, wide_variation, oriented=large)
-    return turn_inverted_parts(points, orient_outwards(points, normals if large else orient(points, normals)))
+    if size >= MIN_WIDE or large:  # else too few points for a wider scale
+        subset = np.sort(np.random.default_rng(0).choice(len(points), size, replace=False))
+        wide, wide_variation = _pca(points[subset], o3d)
+        if large:
+            wide = orient(points[subset], wide)
+        _, near = cKDTree(points[subset]).query(points, SUBSET_NEAREST, workers=-1)
+        normals = _finer_or_wider(normals, variation, near, wide, wide_variation, oriented=large)
+    if not large:
+        normals = orient(points, normals)
+    return turn_inverted_parts(points, orient_outwards(points, normals))
 
 
 def _finer_or_wider(normals: np.ndarray, variation: np.ndarray, near: np.ndarray, wide: np.ndarray,
