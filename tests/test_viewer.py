@@ -367,11 +367,16 @@ def test_the_live_cap_is_a_share_of_this_runs_training_time():
     assert live.seconds > 0
 
 
-def test_cloud_viewer_draws_the_files_oriented_normals_else_pca_ones(tmp_path):
+def test_cloud_viewer_draws_the_files_normals_else_estimated_oriented_ones(tmp_path):
     # a sphere: the file's normals (here, inward) are drawn as they are; without normals, or with
-    # zero ones (some writers leave unknown normals at 0), PCA ones along the radius, either side
+    # zero ones (some writers leave unknown normals at 0), estimated ones, oriented outwards as
+    # `denoise` writes them; a mesh's own vertex normals (outwards on an icosphere)
+    import trimesh
+
     from inr.data.pointclouds import write_cloud
-    from inr.viewer.clouds import load_geometry, normal_segments
+    from unittest.mock import MagicMock
+
+    from inr.viewer.clouds import CloudViewer, load_geometry, normal_segments
 
     pts = np.random.default_rng(0).normal(size=(3000, 3))
     pts /= np.linalg.norm(pts, axis=1, keepdims=True)
@@ -384,5 +389,14 @@ def test_cloud_viewer_draws_the_files_oriented_normals_else_pca_ones(tmp_path):
     _, (p0, _, n0) = load_geometry(tmp_path / "zero.ply")
     assert n0 is None
     seg = normal_segments(p0, None, 0.1)
-    cos = np.abs(((seg[:, 1] - seg[:, 0]) / 0.1 * seg[:, 0]).sum(1))
+    cos = ((seg[:, 1] - seg[:, 0]) / 0.1 * seg[:, 0]).sum(1)  # signed: outwards
     assert len(seg) == 3000 and (cos > 0.99).mean() > 0.99
+    trimesh.creation.icosphere(4).export(tmp_path / "ball.ply")  # through the viewer, no browser
+    server = MagicMock()
+    viewer = CloudViewer(server, [tmp_path / "ball.ply"])
+    viewer.show_normals.value = True
+    viewer._normals()
+    seg = server.scene.add_line_segments.call_args.args[1]
+    d = seg[:, 1] - seg[:, 0]
+    cos = (d / np.linalg.norm(d, axis=1, keepdims=True) * seg[:, 0] / np.linalg.norm(seg[:, 0], axis=1, keepdims=True)).sum(1)
+    assert len(seg) == 2562 and cos.min() > 0.999

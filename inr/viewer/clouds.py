@@ -1,7 +1,7 @@
 """Point clouds and meshes in the viewer: one file, or several side by side (`inr view noisy.ply
 denoised.ply`: the same shape before and after, placed one box-width apart with a checkbox
-each), with colours, normals on demand (the file's, oriented, when it has them; else estimated,
-unoriented), and the point size."""
+each), with colours, normals on demand (a cloud file's own, when it has them; else estimated and
+oriented as `denoise` writes them; a mesh's vertex normals), and the point size."""
 
 from __future__ import annotations
 
@@ -32,22 +32,15 @@ def load_geometry(path: Path):
     return "points", read_oriented_cloud(path, duplicates="drop", bad_normals="ignore")
 
 
-def _normals(points: np.ndarray, k: int = 16) -> np.ndarray:
-    """Unit normals by PCA of each point's k nearest neighbours (unoriented)."""
-    from scipy.spatial import cKDTree
-
-    _, idx = cKDTree(points).query(points, k=min(k, len(points)))
-    nb = points[idx] - points[idx].mean(1, keepdims=True)
-    _, _, vt = np.linalg.svd(nb, full_matrices=False)
-    return vt[:, -1]
-
-
 def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 20_000) -> np.ndarray:
     """(M, 2, 3) float32 line segments from at most about `at_most` of the points along their
-    normals (`normals`, e.g. a file's: oriented), or along PCA normals (unoriented) when None."""
+    normals (`normals`: a file's or a mesh's), or, when None, along normals estimated and oriented
+    on those points (`inr.data.surfaces.estimate_normals`, what `denoise` would write)."""
+    from ..data.surfaces import estimate_normals
+
     step = max(1, len(points) // at_most)
     pts = points[::step]
-    n = _normals(pts) if normals is None else np.asarray(normals)[::step]
+    n = estimate_normals(pts) if normals is None else np.asarray(normals)[::step]
     return np.stack([pts, pts + length * n], 1).astype(np.float32)
 
 
@@ -64,7 +57,7 @@ class CloudViewer:
         gui = server.gui
         self.size = gui.add_slider("point size", min=0.0005, max=0.05, step=0.0005,
                                    initial_value=round(min(max(self.diag / 250, 0.0005), 0.05), 4))
-        self.show_normals = gui.add_checkbox("normals (the file's, else PCA of 16 neighbours)", initial_value=False)
+        self.show_normals = gui.add_checkbox("normals (the file's, else estimated and oriented)", initial_value=False)
         # the scene is shown about the boxes' centre: the browser draws in float32, which would
         # round a georeferenced scan (millions of units from the origin) to a coarse grid
         origin = (np.min([b[0] for b in boxes], 0) + np.max([b[1] for b in boxes], 0)) / 2
@@ -79,12 +72,12 @@ class CloudViewer:
 
     def _add(self, name: str, path: Path, kind: str, data, offset: np.ndarray) -> dict:
         gui, scene = self.server.gui, self.server.scene
-        item = {"name": name, "kind": kind, "offset": offset, "normals": None, "file_normals": None}
+        item = {"name": name, "kind": kind, "offset": offset, "normals": None, "own_normals": None}
         if kind == "mesh":
             mesh = data.copy()
             mesh.apply_translation(offset)
             item["handle"] = scene.add_mesh_trimesh(name, mesh)
-            item["points"] = np.asarray(mesh.vertices)
+            item["points"], item["own_normals"] = np.asarray(mesh.vertices), np.asarray(mesh.vertex_normals)
             label = f"{path.name}: mesh, {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
         else:
             points, colors, normals = data
@@ -96,7 +89,7 @@ class CloudViewer:
             item["handle"] = scene.add_point_cloud(name, pts.astype(np.float32), rgb, point_size=float(self.size.value),
                                                    point_shape="circle")
             item["points"] = pts
-            item["file_normals"] = None if normals is None else normals[shown]
+            item["own_normals"] = None if normals is None else normals[shown]
             label = (f"{path.name}: {len(points):,} points" + (f" (showing {MAX_POINTS:,})" if len(points) > MAX_POINTS else "")
                      + (", with normals" if normals is not None else ""))
         box = gui.add_checkbox(label, initial_value=True)
@@ -115,7 +108,7 @@ class CloudViewer:
                     item["normals"].visible = False
                 continue
             if item["normals"] is None:
-                segments = normal_segments(item["points"], item["file_normals"], 0.02 * self.diag)
+                segments = normal_segments(item["points"], item["own_normals"], 0.02 * self.diag)
                 item["normals"] = self.server.scene.add_line_segments(f"{item['name']}_normals", segments, colors=(220, 60, 60))
             item["normals"].visible = True
 
