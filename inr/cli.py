@@ -340,7 +340,7 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
                       args.steps, args.resolution, args.poisson_depth, args.overwrite, args.device, not args.no_progress,
                       args.seed, args.voxel_size, args.poisson_trim)
         print(f"wrote {r['out']}: {r['faces']:,} faces" + (" with the scan's colours" if r["coloured"] else "")
-              + f" from {r['input_points']:,} points (denoise {r['denoise']}, "
+              + f" from {r['input_points']:,} points (denoise {r['denoise']}, normals {r['normals']}, "
               f"{r['method']}) in {r['seconds']:.1f} s" + (f"; the SDF run is {r['run']}" if "run" in r else "")
               + (f"; {r['strays_left_out']:,} stray points far from the rest left out" if r["strays_left_out"] else ""))
         return 0
@@ -355,8 +355,8 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
         r = process_file(args.pointcloud_command, Path(args.inp), Path(out), args.weights, getattr(args, "factor", 4.0),
                          getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
                          progress=not args.no_progress, device=args.device, normals=args.normals)
-        print(f"wrote {out}: {r['output_points']:,} points" + (" with normals" if r["normals"] else "")
-              + f" from {r['input_points']:,} ({r['method']})")
+        normals = (" with normals" + (" (sides from the input's)" if r["sides_from_input"] else "")) if r["normals"] else ""
+        print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})")
         return 0
     r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)
     if args.out:

@@ -23,7 +23,9 @@ normals: the normals that `denoise`/`reconstruct` write (estimated and oriented 
   surface point: mean angle between the lines (orientation aside), and the share of points whose
   normal points into the shape (an angle over 90 degrees; on an open mesh, against the side most
   points chose; none on a mesh whose faces are wound inconsistently), for the network's `denoise` and
-  `reconstruct` outputs, MLS's output, and the noisy input itself. Every mesh. `--normals-backend
+  `reconstruct` outputs, MLS's output, and the noisy input itself. Every mesh. Also the flipped
+  share of `denoise`'s and `reconstruct`'s normals when the input carries a scanner's normals
+  (here the true normal at each scan point's nearest true point), which then give the sides. `--normals-backend
   plain`: the estimate a machine without open3d makes (`plain_normals`: PCA and a spanning tree,
   no visibility check); the rest of the bench still uses open3d.
 densenormals: normals of denser clouds (DENSE_POINTS evenly spread points, noise 1 % and 2 %),
@@ -227,6 +229,7 @@ def normals(meshes, model, backend: str = "open3d"):
             tree, ref_normals = cKDTree(np.asarray(ref)), mesh.face_normals[faces]
             sides, ref_normals = mesh_sides(mesh, ref_normals)
             noisy = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views)
+            given = ref_normals[tree.query(noisy)[1]]  # a scanner's normals, as good as can be: the truth's
             full, _ = network_output(model, name, case, noisy)
             row = {"case": case, "mesh": name, "sides": sides}
             for label, pts in (("input", noisy), ("MLS", mls_project(noisy)), ("denoise", mls_fill(full, len(noisy), 0)),
@@ -235,6 +238,9 @@ def normals(meshes, model, backend: str = "open3d"):
                 est = estimate(pts)
                 row[f"{label}: s"] = time.perf_counter() - t
                 row[f"{label}: angle (deg)"], row[f"{label}: flipped %"] = score_normals(est, pts, tree, ref_normals, sides)
+                if label in ("denoise", "reconstruct"):
+                    est = estimate(pts, sides_from=(noisy, given))
+                    row[f"{label}, sides from the input's: flipped %"] = score_normals(est, pts, tree, ref_normals, sides)[1]
             rows.append(row)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     return rows
@@ -415,7 +421,8 @@ def main() -> None:
         rows = normals(meshes, model, args.normals_backend)
         save("surface_normals" + ("_plain" if args.normals_backend == "plain" else ""), rows)
         print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
-                                              for c in ("angle (deg)", "flipped %", "s")]))
+                                              for c in ("angle (deg)", "flipped %", "s")]
+                    + [f"{m}, sides from the input's: flipped %" for m in ("denoise", "reconstruct")]))
     if "densenormals" in sections:
         rows = densenormals(meshes, model)
         save("surface_densenormals", rows)

@@ -239,6 +239,53 @@ def test_denoise_writes_oriented_normals_where_the_format_holds_them(tmp_path, c
     assert not (tmp_path / "out.xyz").exists()
 
 
+def test_normals_take_their_sides_from_a_clouds_known_normals_on_all_points_or_a_subset():
+    # a torus's normals given turned inwards (a scan seen from inside): the estimate follows
+    # them, on all points and through a 600-point subset; without them it turns outwards
+    from inr.data.surfaces import estimate_normals, plain_normals
+
+    pts, truth = _torus(6000)
+    noisy = pts + np.random.default_rng(2).normal(scale=0.01, size=pts.shape)
+    for estimate in (estimate_normals, plain_normals):
+        for at_most in (10_000, 600):
+            cos = (estimate(noisy, orient_at_most=at_most, sides_from=(pts[::3], -truth[::3])) * truth).sum(1)
+            assert (cos < -0.9).mean() > 0.99, (estimate.__name__, at_most, (cos > 0).mean())
+    assert ((estimate_normals(noisy) * truth).sum(1) > 0.9).mean() > 0.99
+    # far from the origin too (the known points move with the cloud)
+    far = np.array([512345.0, 4123456.0, 321.0])
+    cos = (estimate_normals(noisy + far, sides_from=(pts + far, -truth)) * truth).sum(1)
+    assert (cos < -0.9).mean() > 0.99
+
+
+def test_denoise_and_mesh_take_the_sides_of_the_inputs_normals_and_pass_over_zero_ones(tmp_path, capsys):
+    # a sphere scanned from its centre (normals facing inwards): the written normals, and the
+    # side Poisson's faces face, follow the scanner's; zero normals (unknown, as some writers
+    # leave them) are passed over: outwards, as for a cloud without normals
+    import trimesh
+
+    from inr.data.pointclouds import read_oriented_cloud, write_cloud
+
+    rng = np.random.default_rng(0)
+    sphere = rng.normal(size=(3000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    noisy = sphere + rng.normal(scale=0.01, size=sphere.shape)
+    write_cloud(tmp_path / "inward.ply", noisy, normals=-sphere)
+    write_cloud(tmp_path / "zero.ply", noisy, normals=np.zeros_like(sphere))
+    for name, side in (("inward", -1), ("zero", 1)):
+        assert main(["pointcloud", "denoise", str(tmp_path / f"{name}.ply"), str(tmp_path / f"d_{name}.ply"), "--baseline", "mls"]) == 0
+        said = capsys.readouterr().out
+        assert ("sides from the input's" in said) == (name == "inward")
+        pts, _, normals = read_oriented_cloud(tmp_path / f"d_{name}.ply")
+        assert (side * (normals * pts).sum(1) / np.linalg.norm(pts, axis=1) > 0.9).mean() > 0.99, name
+        assert main(["pointcloud", "mesh", str(tmp_path / f"{name}.ply"), str(tmp_path / f"m_{name}.ply"), "--method", "poisson",
+                     "--denoise", "mls"]) == 0
+        said = capsys.readouterr().out
+        assert ("normals estimated, their sides from the file's" in said) == (name == "inward")
+        mesh = trimesh.load(tmp_path / f"m_{name}.ply", process=False)
+        facing = (mesh.face_normals * mesh.triangles_center).sum(1)
+        assert (side * facing > 0).mean() > 0.99, name
+
+
 def test_new_shape_families_have_thin_parts_holes_and_open_cuts():
     from inr.pointcloud.shapes import creature, drilled, open_cut, sdf_mesh, sphere, winged
 

@@ -53,8 +53,9 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
     """(points (N, 3) float64, colours (N, 3) in [0, 1] or None) of a point-cloud file.
 
     duplicates: 'error' (an InputError when two points are equal) or 'drop' (keep the first).
+    The file's normals are not read (zero or NaN ones, as some writers leave, are no error here).
     """
-    points, colors, _ = read_oriented_cloud(path, duplicates)
+    points, colors, _ = read_oriented_cloud(path, duplicates, bad_normals="ignore")
     return points, colors
 
 

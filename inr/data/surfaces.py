@@ -37,6 +37,9 @@ MIN_WIDE = 5_000
 """No wider scale for clouds whose subset would have fewer points."""
 SUBSET_NEAREST = 5
 """Subset points whose wide normals a point follows (`_finer_or_wider`)."""
+SIDES_NEAREST = 8
+"""Points of a cloud with known sides (`estimate_normals(..., sides_from=)`: the input a scanner
+gave normals) whose normals a point's side follows (the sign of their sum projected on it)."""
 
 
 @dataclass
@@ -89,7 +92,7 @@ def read_mesh(path) -> "object":
     return geom
 
 
-def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -> np.ndarray:
+def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None) -> np.ndarray:
     """Unit normals of a cloud: PCA over NORMAL_NEIGHBOURS neighbours, or over a subset's
     neighbours where that wider scale is the flatter one (noisy parts, `_finer_or_wider`, WIDER),
     made consistent along a neighbour graph (open3d's
@@ -99,32 +102,41 @@ def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -
     average); on a closed cloud, parts left pointing inwards are turned back by the winding
     number (`inr.data.orientation.turn_inverted_parts`). Thin or open parts may come out
     flipped: give normals when the scanner has them.
+    sides_from: (points, normals) of a cloud whose normals have the right sides (the scan a
+    denoised cloud came from, with its scanner's normals): the sides come from them instead
+    (`sides_like`), and none of the orientation steps runs.
     Without open3d: `plain_normals`."""
     from .. import _external
 
-    return _estimate(points, _external.open3d() if _external.has_open3d() else None, orient_at_most)
+    return _estimate(points, _external.open3d() if _external.has_open3d() else None, orient_at_most, sides_from)
 
 
-def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST) -> np.ndarray:
+def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None) -> np.ndarray:
     """`estimate_normals` without open3d (scipy only): the same PCA, made consistent along a minimum
     spanning tree of the ORIENT_NEIGHBOURS-nearest-neighbour graph (`_tree_consistent`), with no
     visibility check (it needs open3d's hidden point removal): thin parts come out flipped more
     often."""
-    return _estimate(points, None, orient_at_most)
+    return _estimate(points, None, orient_at_most, sides_from)
 
 
-def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
+def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None) -> np.ndarray:
     """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
     from scipy.spatial import cKDTree
 
     from .orientation import prefer_visible, turn_inverted_parts
 
     points = np.asarray(points, np.float64)
-    points = points - (points.min(0) + points.max(0)) / 2  # normals do not move with the cloud; open3d's
+    centre = (points.min(0) + points.max(0)) / 2 if len(points) else np.zeros(3)
+    points = points - centre  # normals do not move with the cloud; open3d's
     # covariances and orientation lose the detail of coordinates far from the origin (georeferenced scans)
     if len(points) < 3:
         return np.tile([0.0, 0.0, 1.0], (len(points), 1))
-    if o3d is None:
+    if sides_from is not None:
+        known = (np.asarray(sides_from[0], np.float64) - centre, np.asarray(sides_from[1], np.float64))
+
+        def orient(p: np.ndarray, n: np.ndarray) -> np.ndarray:
+            return sides_like(p, n, *known)
+    elif o3d is None:
         orient = _tree_consistent
     else:
         def orient(p: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -141,7 +153,25 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int) -> np.ndarray:
         normals = _finer_or_wider(normals, variation, near, wide, wide_variation, oriented=large)
     if not large:
         normals = orient(points, normals)
+    if sides_from is not None:
+        return normals
     return turn_inverted_parts(points, orient_outwards(points, normals))
+
+
+def sides_like(points: np.ndarray, normals: np.ndarray, known_points: np.ndarray, known_normals: np.ndarray,
+               k: int = SIDES_NEAREST, chunk: int = PCA_CHUNK) -> np.ndarray:
+    """`normals` (sides arbitrary) each turned to the side that the normals of its k nearest
+    `known_points` agree on (the sign of their sum projected on it), in chunks of points."""
+    from scipy.spatial import cKDTree
+
+    k = min(k, len(known_points))
+    tree, out = cKDTree(known_points), np.empty_like(normals)
+    for start in range(0, len(points), chunk):
+        part = slice(start, start + chunk)
+        near = tree.query(points[part], k, workers=-1)[1].reshape(-1, k)
+        vote = np.einsum("nd,nd->n", known_normals[near].sum(1), normals[part])
+        out[part] = np.where(vote[:, None] < 0, -normals[part], normals[part])
+    return out
 
 
 def _finer_or_wider(normals: np.ndarray, variation: np.ndarray, near: np.ndarray, wide: np.ndarray,

@@ -94,9 +94,11 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     (statistical outlier removal) or 'mls' (moving-least-squares projection, `inr.pointcloud.mls`).
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
     The input's colours, if any, go to every output point from its nearest input point.
-    normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`);
-    None: where the format holds them (all but XYZ and NPY)."""
-    from ..data.pointclouds import check_write_format, write_cloud
+    normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`;
+    where the input has normals, a scanner's, they give the sides); None: where the format holds
+    them (all but XYZ and NPY). The input's normals are not needed: zero or NaN ones (unknown, as
+    some writers leave them) are passed over."""
+    from ..data.pointclouds import check_write_format, read_oriented_cloud, write_cloud
     from .outputs import nearest_colours
     from ..pointcloud.mls import mls_fill
 
@@ -108,7 +110,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
     normals = _wants_normals(out, normals)
-    points, colors = read_cloud(inp, "drop" if drop_duplicates else "error")
+    points, colors, in_normals = read_oriented_cloud(inp, "drop" if drop_duplicates else "error", bad_normals="ignore")
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
     if baseline is not None:
@@ -136,9 +138,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if normals:
         from ..data.surfaces import estimate_normals
 
-        out_normals = estimate_normals(result)
+        out_normals = estimate_normals(result, sides_from=None if in_normals is None else (points, in_normals))
     write_cloud(out, result, out_colors, out_normals)
-    return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals}
+    return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals,
+            "sides_from_input": bool(normals and in_normals is not None)}
 
 
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:

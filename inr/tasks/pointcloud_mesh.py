@@ -1,7 +1,8 @@
 """`inr pointcloud mesh IN OUT`: a scan to a surface in one command. The cloud is denoised (the
-network, MLS, or not at all), oriented (normals estimated unless the file has them and nothing
-moved the points), then meshed: a signed distance field fitted with `fit-sdf` (a resumable run
-folder beside OUT), screened Poisson or ball pivoting. A coloured scan gives a coloured mesh
+network, MLS, or not at all), oriented (the file's normals where nothing moved the points; else
+normals estimated on the denoised points, their sides from the file's normals when it has them),
+then meshed: a signed distance field fitted with `fit-sdf` (a resumable run folder beside OUT),
+screened Poisson or ball pivoting. A coloured scan gives a coloured mesh
 (each vertex takes its nearest input point's colour)."""
 
 from __future__ import annotations
@@ -70,22 +71,27 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    points, colors, normals = read_oriented_cloud(inp, "drop")
+    points, colors, normals = read_oriented_cloud(inp, "drop", bad_normals="ignore")  # zero or NaN ones: as none
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
     cleaned = denoise(points, denoiser, weights, voxel, device, progress, seed)
     far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
+    given = normals if denoiser == "none" else None  # the file's normals of the points meshed
     if far.any():
         cleaned = cleaned[~far]
-        normals = None if normals is None or denoiser != "none" else normals[~far]
+        given = None if given is None else given[~far]
     if len(cleaned) < MIN_POINTS:  # the network keeps no surface of a few scattered points
         raise InputError(inp, f"{len(cleaned)} points are left after denoising ({denoiser}); a surface needs at least "
                          f"{MIN_POINTS} (is it a surface scan? --denoise none keeps them all)")
-    if denoiser != "none" or normals is None:
-        normals = estimate_normals(cleaned)
+    if given is not None:
+        how, normals = "the file's", given
+    else:  # estimated on the denoised points; a scanner's normals give their sides
+        how = "estimated" if normals is None else "estimated, their sides from the file's"
+        normals = estimate_normals(cleaned, sides_from=None if normals is None else (points, normals))
     prepared = time.perf_counter() - start
     result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method,
+                              "normals": how,
                               "strays_left_out": int(far.sum())}
     if method == "sdf":
         from .run import RunOptions, train
