@@ -272,6 +272,10 @@ def test_read_surface_from_a_mesh_a_cloud_with_normals_and_one_without(tmp_path)
     e = read_surface(tmp_path / "bare.xyz")
     assert e.normals_from == "estimated"
     assert np.mean(np.sum(e.normals * s.normals, 1) > 0.9) > 0.98  # consistent and outwards
+    # zero normals (unknown, as some writers leave them) count as none: estimated, not refused
+    write_cloud(tmp_path / "zero.ply", s.points, normals=np.zeros_like(s.points))
+    z = read_surface(tmp_path / "zero.ply")
+    assert z.normals_from == "estimated" and np.allclose(z.normals, e.normals)
 
 
 def test_fit_sdf_makes_a_mesh_close_to_the_input_and_extract_mesh_any_resolution(tmp_path, capsys):

@@ -306,7 +306,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
                  normals: bool = True) -> Surface:
     """The oriented points of a mesh (mesh_points samples, area-uniform, with face normals) or of
     a point cloud (all its points but far strays, `inr.pointcloud.strays`; normals from the file
-    or estimated). normals=False: a cloud without normals gets none (for callers that need only
+    or estimated; zero or NaN ones, as some writers leave unknown normals, count as none). normals=False: a cloud without normals gets none (for callers that need only
     the points: no estimate to pay)."""
     want_normals = normals
     path = Path(path)
@@ -323,7 +323,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         pts, faces, bary = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed, return_barycentric=True)
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
                        str(path), colors=mesh_colours(mesh, faces, bary))
-    points, colors, normals = read_oriented_cloud(path, duplicates)
+    points, colors, normals = read_oriented_cloud(path, duplicates, bad_normals="ignore")
     from ..pointcloud.strays import strays
 
     far = strays(points)
