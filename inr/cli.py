@@ -355,7 +355,7 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
         r = process_file(args.pointcloud_command, Path(args.inp), Path(out), args.weights, getattr(args, "factor", 4.0),
                          getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
                          progress=not args.no_progress, device=args.device, normals=args.normals)
-        normals = (" with normals" + (" (sides from the input's)" if r["sides_from_input"] else "")) if r["normals"] else ""
+        normals = (" with normals" + (f" (sides from {r['sides_from']})" if r["sides_from"] else "")) if r["normals"] else ""
         print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})")
         return 0
     r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)

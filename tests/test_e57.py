@@ -10,8 +10,10 @@ SITE = np.array([512345.0, 4123456.0, 321.0])
 QUARTER_TURN_Z = np.array([np.cos(np.pi / 4), 0.0, 0.0, np.sin(np.pi / 4)])  # w x y z: 90 degrees about z
 
 
-def _scan(points, colours=None, invalid=None):
+def _scan(points, colours=None, invalid=None, grid=False):
     data = {"cartesianX": points[:, 0].copy(), "cartesianY": points[:, 1].copy(), "cartesianZ": points[:, 2].copy()}
+    if grid:  # a stationary scanner's row and column of each point
+        data["rowIndex"], data["columnIndex"] = (np.arange(len(points)) % 100).astype(np.int32), (np.arange(len(points)) // 100).astype(np.int32)
     if colours is not None:
         for j, c in enumerate(("colorRed", "colorGreen", "colorBlue")):
             data[c] = colours[:, j].astype(np.uint8)
@@ -114,3 +116,41 @@ def test_denoise_a_two_station_e57_scan(tmp_path):
     radius = np.linalg.norm(points - SITE, axis=1)
     before = np.abs(np.linalg.norm(noisy, axis=1) - 1).mean()
     assert len(points) == 3000 and np.abs(radius - 1).mean() < 0.6 * before
+
+
+def test_normals_of_an_e57_scan_face_the_stations_that_saw_it(tmp_path, capsys):
+    # a room (a sphere of radius 4 m) scanned from inside by two stations, each scan in its own
+    # frame on a scanner's row/column grid: `denoise` writes normals facing into the room
+    # (towards the scanners; the estimate alone turns a closed cloud outwards), and fit-sdf
+    # reads the same sides. Cartesian points only (a mobile mapper's) name no station.
+    from inr.cli import main
+    from inr.data.pointclouds import read_oriented_cloud, read_scan
+    from inr.data.surfaces import read_surface
+
+    rng = np.random.default_rng(3)
+    room = rng.normal(size=(4000, 3))
+    room *= 4.0 / np.linalg.norm(room, axis=1, keepdims=True)
+    noisy = room + rng.normal(scale=0.02, size=room.shape)
+    stations = np.array([[-1.0, 0, 0], [1.0, 0.5, 0]])
+    half = noisy[:, 0] < 0
+    local_b = noisy[~half] - stations[1]
+    path = tmp_path / "room.e57"
+    e57 = pye57.E57(str(path), mode="w")
+    for name, grid in (("room.e57", True), ("mobile.e57", False)):
+        e57 = pye57.E57(str(tmp_path / name), mode="w")
+        e57.write_scan_raw(_scan(noisy[half] - stations[0], grid=grid), name="A", translation=SITE + stations[0])
+        e57.write_scan_raw(_scan(np.stack([local_b[:, 1], -local_b[:, 0], local_b[:, 2]], 1), grid=grid), name="B",
+                           rotation=QUARTER_TURN_Z, translation=SITE + stations[1])
+        e57.close()
+    assert read_scan(tmp_path / "mobile.e57")[3] is None
+    points, _, normals, towards = read_scan(path)
+    assert normals is None and np.allclose(towards[:3], (SITE + stations[0] - points[:3]) / np.linalg.norm(
+        SITE + stations[0] - points[:3], axis=1, keepdims=True))
+    assert main(["pointcloud", "denoise", str(path), str(tmp_path / "clean.ply"), "--no-progress"]) == 0
+    assert "sides from the scanner stations" in capsys.readouterr().out
+    pts, _, n = read_oriented_cloud(tmp_path / "clean.ply")
+    inward = -(pts - SITE) / np.linalg.norm(pts - SITE, axis=1, keepdims=True)
+    assert ((n * inward).sum(1) > 0.9).mean() > 0.98
+    s = read_surface(path)
+    inward = -(s.points - SITE) / np.linalg.norm(s.points - SITE, axis=1, keepdims=True)
+    assert s.normals_from == "estimated, facing the scanner" and ((s.normals * inward).sum(1) > 0).mean() > 0.99

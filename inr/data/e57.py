@@ -8,7 +8,11 @@ cartesianInvalidState or sphericalInvalidState: no return) are left out, and sca
 range, azimuth and elevation become x, y, z. Colours (colorRed/Green/Blue) are scaled by the
 maxima the scan's header declares (255 where it declares none); a file whose scans do not all
 have colours reads without them. Normals (the `nor:` extension) are not read: pye57 does not
-read that field.
+read that field. Where every scan is a stationary scanner's (stored as range, azimuth and
+elevation, or on a row and column grid, as terrestrial scanners' software writes them), each
+point's direction towards the station that scanned it (its scan pose's translation: where the
+scanner stood) is given too: the side of the surface the scanner saw. Scans of cartesian points
+only (a mobile mapper's, or a merged cloud) have no one station, and give none.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ def _pye57(path: Path):
         raise InputError(path, f"E57 files need pye57: {exc}") from None
 
 
-def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], None]:
-    """(points (N, 3) float64 in the file's common frame, colours (N, 3) in [0, 1] or None, None)."""
+def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
+    """(points (N, 3) float64 in the file's common frame, colours (N, 3) in [0, 1] or None, unit
+    vectors (N, 3) from each point towards its scan's station, or None: module docstring)."""
     pye57 = _pye57(path)
     try:
         e57 = pye57.E57(str(path), mode="r")
@@ -44,7 +49,7 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], None]:
         count = e57.scan_count
         if count == 0:
             raise InputError(path, "holds no scans")
-        points, colours = [], []
+        points, colours, stations = [], [], []
         for i in range(count):
             header = e57.get_header(i)
             has_colours = all(c in header.point_fields for c in _COLOURS)
@@ -53,13 +58,20 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], None]:
             except Exception as exc:
                 raise InputError(path, f"scan {i} could not be read ({first_line(exc)})") from None
             points.append(np.stack([np.asarray(scan[k], np.float64) for k in ("cartesianX", "cartesianY", "cartesianZ")], 1))
+            fields = header.point_fields
+            if "sphericalRange" in fields or ("rowIndex" in fields and "columnIndex" in fields):
+                stations.append(np.asarray(header.translation, np.float64))  # the scan frame's origin: the scanner
             if has_colours:
                 raw = np.stack([np.asarray(scan[c], np.float64) for c in _COLOURS], 1)
                 colours.append(raw / _colour_maxima(header))
     finally:
         e57.close()
     colors = np.clip(np.concatenate(colours), 0.0, 1.0) if len(colours) == count else None
-    return np.concatenate(points), colors, None
+    towards = None
+    if len(stations) == count:
+        towards = np.concatenate([station - p for station, p in zip(stations, points)])
+        towards /= np.maximum(np.linalg.norm(towards, axis=1, keepdims=True), 1e-300)
+    return np.concatenate(points), colors, towards
 
 
 def _colour_maxima(header) -> np.ndarray:

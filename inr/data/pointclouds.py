@@ -62,16 +62,31 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
 def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
     """`read_cloud` plus the file's normals ((N, 3) float64, or None when it has none: text
     clouds without Nx Ny Nz columns named in a header, NPY with fewer than 9 columns, PLY/PCD
-    without nx ny nz, LAS/LAZ without NormalX-Z extra dimensions).
+    without nx ny nz, LAS/LAZ without NormalX-Z extra dimensions, E57).
     NPY columns: x y z [r g b [nx ny nz]] (with normals, all-zero colours read as none). bad_normals: 'error' (an InputError when a normal is
     zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then no normals)."""
+    return _read(path, duplicates, bad_normals)[:3]
+
+
+def read_scan(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
+    """(points, colours, normals, sides) of a scan: `read_oriented_cloud` with zero or NaN normals
+    passed over, and `sides`, (N, 3) vectors whose side each point's normal should take, or None:
+    the file's normals, else for an E57 file the unit vectors from each point towards the scanner
+    station that saw it (its scan's pose), which a surface seen from it faces (for
+    `inr.data.surfaces.estimate_normals(..., sides_from=)`)."""
+    points, colors, normals, towards = _read(path, duplicates, "ignore")
+    return points, colors, normals, normals if normals is not None else towards
+
+
+def _read(path, duplicates: str, bad_normals: str):
+    """(points, colours, normals, towards the scanner (E57) or None): `read_oriented_cloud`."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
-    colors = normals = None
+    colors = normals = towards = None
     if suffix == ".npy":
         try:
             data = np.load(path, allow_pickle=False)
@@ -101,7 +116,7 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
         elif suffix in LAS_FORMATS:
             points, colors, normals = read_las(path)
         elif suffix in E57_FORMATS:
-            points, colors, normals = read_e57(path)
+            points, colors, towards = read_e57(path)
         elif declared == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
         elif _has_open3d() and not _open3d_misreads(props):
@@ -129,9 +144,8 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
         _, first = np.unique(points, axis=0, return_index=True)
         keep = np.sort(first)
         points = points[keep]
-        colors = None if colors is None else colors[keep]
-        normals = None if normals is None else normals[keep]
-    return points, colors, normals
+        colors, normals, towards = (None if a is None else a[keep] for a in (colors, normals, towards))
+    return points, colors, normals, towards
 
 
 _READ_FAILED = re.compile(r"failed|error|unexpected end", re.IGNORECASE)

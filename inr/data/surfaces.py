@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import InputError
 from .pointclouds import FORMATS as CLOUD_FORMATS
-from .pointclouds import check_ply_faces, read_oriented_cloud
+from .pointclouds import check_ply_faces, read_scan
 
 MESH_FORMATS = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
 NORMAL_NEIGHBOURS = 30
@@ -51,7 +51,8 @@ class Surface:
     source: str
     """'mesh' (sampled on faces) or 'points'."""
     normals_from: str
-    """'faces', 'file', 'estimated' or 'none' (read_surface(..., normals=False) of a cloud without them)."""
+    """'faces', 'file', 'estimated', 'estimated, facing the scanner' (E57 scans: their sides from the
+    stations) or 'none' (read_surface(..., normals=False) of a cloud without them)."""
     path: str
     strays: int = 0
     """Far stray points of the cloud left out (`inr.pointcloud.strays`)."""
@@ -323,12 +324,12 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         pts, faces, bary = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed, return_barycentric=True)
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
                        str(path), colors=mesh_colours(mesh, faces, bary))
-    points, colors, normals = read_oriented_cloud(path, duplicates, bad_normals="ignore")
+    points, colors, normals, sides = read_scan(path, duplicates)
     from ..pointcloud.strays import strays
 
     far = strays(points)
     if far.any():  # they would set the box the field is fitted in
-        points, normals, colors = (None if a is None else a[~far] for a in (points, normals, colors))
+        points, normals, colors, sides = (None if a is None else a[~far] for a in (points, normals, colors, sides))
     far = int(far.sum())
     if len(points) < 10:
         raise InputError(path, f"holds {len(points)} points; a surface needs at least 10")
@@ -336,6 +337,9 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         return Surface(points, normals, "points", "file", str(path), far, colors)
     if not want_normals:
         return Surface(points, None, "points", "none", str(path), far, colors)
+    if sides is not None:  # an E57 scan: the normals face the stations that saw them
+        return Surface(points, estimate_normals(points, sides_from=(points, sides)), "points", "estimated, facing the scanner",
+                       str(path), far, colors)
     return Surface(points, estimate_normals(points), "points", "estimated", str(path), far, colors)
 
 

@@ -95,10 +95,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
     The input's colours, if any, go to every output point from its nearest input point.
     normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`;
-    where the input has normals, a scanner's, they give the sides); None: where the format holds
-    them (all but XYZ and NPY). The input's normals are not needed: zero or NaN ones (unknown, as
-    some writers leave them) are passed over."""
-    from ..data.pointclouds import check_write_format, read_oriented_cloud, write_cloud
+    where the input has normals, a scanner's, they give the sides, and an E57 scan's stations do:
+    `read_scan`); None: where the format holds them (all but XYZ and NPY). The input's normals are
+    not needed: zero or NaN ones (unknown, as some writers leave them) are passed over."""
+    from ..data.pointclouds import check_write_format, read_scan, write_cloud
     from .outputs import nearest_colours
     from ..pointcloud.mls import mls_fill
 
@@ -110,7 +110,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
     normals = _wants_normals(out, normals)
-    points, colors, in_normals = read_oriented_cloud(inp, "drop" if drop_duplicates else "error", bad_normals="ignore")
+    points, colors, in_normals, sides = read_scan(inp, "drop" if drop_duplicates else "error")
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
     if baseline is not None:
@@ -138,10 +138,11 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if normals:
         from ..data.surfaces import estimate_normals
 
-        out_normals = estimate_normals(result, sides_from=None if in_normals is None else (points, in_normals))
+        out_normals = estimate_normals(result, sides_from=None if sides is None else (points, sides))
     write_cloud(out, result, out_colors, out_normals)
+    sides_from = None if not normals or sides is None else "the input's normals" if in_normals is not None else "the scanner stations"
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals,
-            "sides_from_input": bool(normals and in_normals is not None)}
+            "sides_from": sides_from}
 
 
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:

@@ -1,6 +1,7 @@
 """`inr pointcloud mesh IN OUT`: a scan to a surface in one command. The cloud is denoised (the
 network, MLS, or not at all), oriented (the file's normals where nothing moved the points; else
-normals estimated on the denoised points, their sides from the file's normals when it has them),
+normals estimated on the denoised points, their sides from the file's normals when it has them, or
+facing the scanner stations of an E57 scan),
 then meshed: a signed distance field fitted with `fit-sdf` (a resumable run folder beside OUT),
 screened Poisson or ball pivoting. A coloured scan gives a coloured mesh
 (each vertex takes its nearest input point's colour)."""
@@ -44,7 +45,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
               resolution: Optional[int] = None, poisson_depth: int = 8, overwrite: bool = False, device: str = "auto",
               progress: bool = True, seed: int = 0, voxel: Optional[float] = None,
               poisson_trim: float = 0.0) -> Dict[str, Any]:
-    from ..data.pointclouds import read_oriented_cloud, write_cloud
+    from ..data.pointclouds import read_scan, write_cloud
     from ..data.surfaces import estimate_normals
     from ..pointcloud.strays import strays
     from .outputs import nearest_colours, paint_mesh
@@ -71,7 +72,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    points, colors, normals = read_oriented_cloud(inp, "drop", bad_normals="ignore")  # zero or NaN ones: as none
+    points, colors, normals, sides = read_scan(inp, "drop")  # zero or NaN normals: as none
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
@@ -86,9 +87,10 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
                          f"{MIN_POINTS} (is it a surface scan? --denoise none keeps them all)")
     if given is not None:
         how, normals = "the file's", given
-    else:  # estimated on the denoised points; a scanner's normals give their sides
-        how = "estimated" if normals is None else "estimated, their sides from the file's"
-        normals = estimate_normals(cleaned, sides_from=None if normals is None else (points, normals))
+    else:  # estimated on the denoised points; a scanner's normals, or its stations (E57), give their sides
+        how = "estimated" + ("" if sides is None else ", their sides from the file's" if normals is not None
+                             else ", facing the scanner stations")
+        normals = estimate_normals(cleaned, sides_from=None if sides is None else (points, sides))
     prepared = time.perf_counter() - start
     result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method,
                               "normals": how,
