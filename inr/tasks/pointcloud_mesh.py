@@ -1,10 +1,9 @@
 """`inr pointcloud mesh IN OUT`: a scan to a surface in one command. The cloud is denoised (the
 network, MLS, or not at all), oriented (the file's normals where nothing moved the points; else
 normals estimated on the denoised points, their sides from the file's normals when it has them, or
-facing the scanner stations of an E57 scan),
-then meshed: a signed distance field fitted with `fit-sdf` (a resumable run folder beside OUT),
-screened Poisson or ball pivoting. A coloured scan gives a coloured mesh
-(each vertex takes its nearest input point's colour)."""
+facing the scanner stations of an E57 scan), then meshed: a signed distance field fitted with
+`fit-sdf` (a resumable run folder beside OUT), screened Poisson or ball pivoting. A coloured scan
+gives a coloured mesh (each vertex takes its nearest input point's colour)."""
 
 from __future__ import annotations
 
