@@ -2,7 +2,7 @@
 it PLY through trimesh (PCD needs open3d); PLY far from the origin written with float64
 coordinates by `ply64` either way; NPY and text clouds (XYZ, TXT, ASC, CSV, PTS:
 `text_clouds.py`) through numpy; LAS and LAZ through laspy (`las.py`); E57 (read only) through
-pye57 (`e57.py`).
+pye57 (`e57.py`); PTX (read only) through numpy (`ptx.py`).
 
 Every problem with an input is an InputError naming the file: missing, unknown format, not a
 point cloud, empty, a single point, NaN/Inf coordinates, 2D data, all points identical, and
@@ -28,10 +28,12 @@ from ..errors import InputError
 from .e57 import E57_FORMATS, read_e57
 from .las import LAS_FORMATS, read_las, write_las
 from .ply64 import write_ply_float64
+from .ptx import PTX_FORMATS, read_ptx
 from .text_clouds import TEXT_FORMATS, TEXT_WRITE_FORMATS, file_head, read_text_cloud, write_text_cloud
 
-FORMATS = (".ply", ".pcd", ".npy") + TEXT_FORMATS + LAS_FORMATS + E57_FORMATS
-WRITE_FORMATS = tuple(f for f in FORMATS if (f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS) and f not in E57_FORMATS)
+FORMATS = (".ply", ".pcd", ".npy") + TEXT_FORMATS + LAS_FORMATS + E57_FORMATS + PTX_FORMATS
+WRITE_FORMATS = tuple(f for f in FORMATS
+                      if (f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS) and f not in E57_FORMATS + PTX_FORMATS)
 
 
 def _open3d(path: Optional[Path], what: str = "needs open3d"):
@@ -62,7 +64,7 @@ def read_cloud(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np
 def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
     """`read_cloud` plus the file's normals ((N, 3) float64, or None when it has none: text
     clouds without Nx Ny Nz columns named in a header, NPY with fewer than 9 columns, PLY/PCD
-    without nx ny nz, LAS/LAZ without NormalX-Z extra dimensions, E57).
+    without nx ny nz, LAS/LAZ without NormalX-Z extra dimensions, E57, PTX).
     NPY columns: x y z [r g b [nx ny nz]] (with normals, all-zero colours read as none). bad_normals: 'error' (an InputError when a normal is
     zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then no normals)."""
     return _read(path, duplicates, bad_normals)[:3]
@@ -71,15 +73,15 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
 def read_scan(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
     """(points, colours, normals, sides) of a scan: `read_oriented_cloud` with zero or NaN normals
     passed over, and `sides`, (N, 3) vectors whose side each point's normal should take, or None:
-    the file's normals, else for an E57 file the unit vectors from each point towards the scanner
-    station that saw it (its scan's pose), which a surface seen from it faces (for
+    the file's normals, else for an E57 or PTX file the unit vectors from each point towards the
+    scanner station that saw it (its scan's pose), which a surface seen from it faces (for
     `inr.data.surfaces.estimate_normals(..., sides_from=)`)."""
     points, colors, normals, towards = _read(path, duplicates, "ignore")
     return points, colors, normals, normals if normals is not None else towards
 
 
 def _read(path, duplicates: str, bad_normals: str):
-    """(points, colours, normals, towards the scanner (E57) or None): `read_oriented_cloud`."""
+    """(points, colours, normals, towards the scanner (E57, PTX) or None): `read_oriented_cloud`."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
@@ -117,6 +119,8 @@ def _read(path, duplicates: str, bad_normals: str):
             points, colors, normals = read_las(path)
         elif suffix in E57_FORMATS:
             points, colors, towards = read_e57(path)
+        elif suffix in PTX_FORMATS:
+            points, colors, towards = read_ptx(path)
         elif declared == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
         elif _has_open3d() and not _open3d_misreads(props):

@@ -54,7 +54,7 @@ class Surface:
     source: str
     """'mesh' (sampled on faces) or 'points'."""
     normals_from: str
-    """'faces', 'file', 'estimated', 'estimated, facing the scanner' (E57 scans: their sides from the
+    """'faces', 'file', 'estimated', 'estimated, facing the scanner' (E57 and PTX scans: their sides from the
     stations) or 'none' (read_surface(..., normals=False) of a cloud without them)."""
     path: str
     strays: int = 0
@@ -310,7 +310,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
                  normals: bool = True) -> Surface:
     """The oriented points of a mesh (mesh_points samples, area-uniform, with face normals) or of
     a point cloud (all its points but far strays, `inr.pointcloud.strays`; normals from the file,
-    or estimated, facing the scanner stations of an E57 terrestrial scan; zero or NaN normals, as
+    or estimated, facing the scanner stations of an E57 or PTX terrestrial scan; zero or NaN normals, as
     some writers leave unknown ones, count as none). normals=False: a cloud without normals gets
     none (for callers that need only the points: no estimate to pay)."""
     want_normals = normals
@@ -341,7 +341,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         return Surface(points, normals, "points", "file", str(path), far, colors)
     if not want_normals:
         return Surface(points, None, "points", "none", str(path), far, colors)
-    if sides is not None:  # an E57 scan: the normals face the stations that saw them
+    if sides is not None:  # an E57 or PTX scan: the normals face the stations that saw them
         return Surface(points, estimate_normals(points, sides_from=(points, sides)), "points", "estimated, facing the scanner",
                        str(path), far, colors)
     return Surface(points, estimate_normals(points), "points", "estimated", str(path), far, colors)

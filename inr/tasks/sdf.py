@@ -34,7 +34,7 @@ class SdfTask(Task):
     default_preset = "hashgrid_sdf"
     Options = SdfOptions
     main_metric, curve_name = "chamfer_l1", "mean |SDF|"
-    input_help = ("a mesh (.ply .obj .off .stl .glb) or a point cloud (.ply .pcd .npy .las .laz .e57 .xyz .txt .asc .csv .pts); a cloud's normals are "
+    input_help = ("a mesh (.ply .obj .off .stl .glb) or a point cloud (.ply .pcd .npy .las .laz .e57 .ptx .xyz .txt .asc .csv .pts); a cloud's normals are "
                   "used when it has them, else estimated and oriented (open3d)")
     outputs_help = "mesh.ply (the zero level set, in the input's units), curve.png, slice.png"
     log_every = 20

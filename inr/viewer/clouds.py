@@ -37,7 +37,7 @@ def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 2
     """(M, 2, 3) float32 line segments from at most about `at_most` of the points along their
     normals (`normals`: a file's or a mesh's), or, when None, along normals estimated and oriented
     on those points (`inr.data.surfaces.estimate_normals`, what `denoise` would write; `sides`:
-    an E57 scan's directions towards its stations, `read_scan`)."""
+    an E57 or PTX scan's directions towards its stations, `read_scan`)."""
     from ..data.surfaces import estimate_normals
 
     step = max(1, len(points) // at_most)
