@@ -143,7 +143,7 @@ def test_normals_of_an_e57_scan_face_the_stations_that_saw_it(tmp_path, capsys):
                            rotation=QUARTER_TURN_Z, translation=SITE + stations[1])
         e57.close()
     assert read_scan(tmp_path / "mobile.e57")[3] is None
-    points, _, normals, towards = read_scan(path)
+    points, _, normals, towards, _ = read_scan(path)
     assert normals is None and np.allclose(towards[:3], (SITE + stations[0] - points[:3]) / np.linalg.norm(
         SITE + stations[0] - points[:3], axis=1, keepdims=True))
     assert main(["pointcloud", "denoise", str(path), str(tmp_path / "clean.ply"), "--no-progress"]) == 0
@@ -156,7 +156,7 @@ def test_normals_of_an_e57_scan_face_the_stations_that_saw_it(tmp_path, capsys):
     assert s.normals_from == "estimated, facing the scanner" and ((s.normals * inward).sum(1) > 0).mean() > 0.99
     from inr.viewer.clouds import load_geometry, normal_segments  # the viewer draws the same sides
 
-    kind, (p, _, n, sides) = load_geometry(path)
+    kind, (p, _, n, sides, _) = load_geometry(path)
     seg = normal_segments(p, n, 0.1, sides=sides)
     inward = -(seg[:, 0] - SITE) / np.linalg.norm(seg[:, 0] - SITE, axis=1, keepdims=True)
     assert kind == "points" and (((seg[:, 1] - seg[:, 0]) * inward).sum(1) > 0).mean() > 0.99

@@ -142,3 +142,30 @@ def test_denoise_and_mesh_a_georeferenced_las_scan(tmp_path, capsys):
 
     surface = trimesh.load(mesh, process=False)
     assert np.abs(np.linalg.norm(surface.vertices - UTM, axis=1) - 1).mean() < 0.02
+
+
+def test_a_valleys_normals_face_up_and_a_closed_objects_face_out(tmp_path, capsys):
+    # airborne lidar of a valley (z = r^2 / 400 m over 200 m): turned away from its centroid the
+    # estimate points the floor's normals down; LAS's z is the elevation, so an open cloud lying
+    # along it faces up. A closed object (a sphere) keeps its outward normals.
+    from inr.cli import main
+    from inr.data.pointclouds import read_oriented_cloud, write_cloud
+    from inr.data.surfaces import estimate_normals
+
+    rng = np.random.default_rng(4)
+    xy = rng.uniform(-100, 100, size=(4000, 2))
+    valley = np.c_[xy, (xy**2).sum(1) / 400 + rng.normal(scale=0.05, size=4000)] + UTM
+    sphere = rng.normal(size=(4000, 3))
+    sphere = 10 * sphere / np.linalg.norm(sphere, axis=1, keepdims=True) + UTM
+    assert (estimate_normals(valley)[:, 2] < 0).mean() > 0.99  # the case this is for
+    for name, pts in (("valley", valley), ("ball", sphere)):
+        write_cloud(tmp_path / f"{name}.las", pts)
+        assert main(["pointcloud", "denoise", str(tmp_path / f"{name}.las"), str(tmp_path / f"{name}.ply"), "--baseline", "mls"]) == 0
+        out, _, n = read_oriented_cloud(tmp_path / f"{name}.ply")
+        if name == "valley":
+            assert (n[:, 2] > 0).mean() > 0.99
+        else:
+            assert ((n * (out - UTM)).sum(1) > 0).mean() > 0.99
+    np.save(tmp_path / "valley.npy", valley)  # other formats say nothing of up: as the estimate gives
+    assert main(["pointcloud", "denoise", str(tmp_path / "valley.npy"), str(tmp_path / "npy.ply"), "--baseline", "mls"]) == 0
+    assert (read_oriented_cloud(tmp_path / "npy.ply")[2][:, 2] < 0).mean() > 0.99

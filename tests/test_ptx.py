@@ -39,7 +39,7 @@ def test_two_registered_scans_read_in_the_common_frame_with_their_stations(tmp_p
     east = SITE + [10.0, 0, 0]
     text = (_ptx_scan(a, SITE, identity, SITE, ca, empty=(3, 17)) + _ptx_scan(b, east, quarter, east, cb))
     (tmp_path / "site.ptx").write_text(text)
-    points, colours, normals, towards = read_scan(tmp_path / "site.ptx")
+    points, colours, normals, towards, up = read_scan(tmp_path / "site.ptx")
     keep = np.ones(40, bool)
     keep[[3, 17]] = False
     expected = np.concatenate([a[keep] + SITE, np.stack([-b[:, 1], b[:, 0], b[:, 2]], 1) + east])

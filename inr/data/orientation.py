@@ -203,3 +203,23 @@ def _border(points: np.ndarray, normals: np.ndarray, turned: np.ndarray, unclear
             break
         sign[join], grown[join] = -1.0, True
     return grown
+
+
+UP_ALONG = 0.5
+"""`face_up` turns a cloud when its normals' mean lies within 60 degrees of the up axis (its
+component along it at least UP_ALONG of its length): a terrain, a roof, a floor, not a facade."""
+
+
+def face_up(normals: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """`normals`, or all of them turned, so that an open cloud seen from above faces up: where
+    the file's format says which way is up (LAS: z is the elevation) and the cloud is open (the
+    normals' mean is over CLOSED_AREA long, as in `turn_inverted_parts`) and lies along the up
+    axis (UP_ALONG), the side whose mean points up; airborne lidar sees surfaces from above, and
+    the outward turn of a terrain (away from its centroid) can point a valley's normals down.
+    Closed clouds and facades are left as they are."""
+    mean = normals.mean(0)
+    length = float(np.linalg.norm(mean))
+    along = float(mean @ up)
+    if length > CLOSED_AREA and abs(along) >= UP_ALONG * length and along < 0:
+        return -normals
+    return normals

@@ -20,7 +20,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -70,14 +70,28 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
     return _read(path, duplicates, bad_normals)[:3]
 
 
-def read_scan(path, duplicates: str = "error") -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
-    """(points, colours, normals, sides) of a scan: `read_oriented_cloud` with zero or NaN normals
-    passed over, and `sides`, (N, 3) vectors whose side each point's normal should take, or None:
-    the file's normals, else for an E57 or PTX file the unit vectors from each point towards the
-    scanner station that saw it (its scan's pose), which a surface seen from it faces (for
-    `inr.data.surfaces.estimate_normals(..., sides_from=)`)."""
+class Scan(NamedTuple):
+    """A scan as `read_scan` reads it (for `inr.data.surfaces.estimate_normals`'s `sides_from` and
+    `up`)."""
+
+    points: np.ndarray
+    colors: Optional[np.ndarray]
+    normals: Optional[np.ndarray]
+    """The file's normals (zero or NaN ones passed over: then None)."""
+    sides: Optional[np.ndarray]
+    """(N, 3) vectors whose side each point's normal should take: the file's normals, else for an
+    E57 or PTX file the unit vectors from each point towards the scanner station that saw it (its
+    scan's pose), which a surface seen from it faces; None when the file says nothing."""
+    up: Optional[np.ndarray]
+    """The direction that is up where the format says so: +z for LAS/LAZ (the elevation), else None."""
+
+
+def read_scan(path, duplicates: str = "error") -> Scan:
+    """`read_oriented_cloud` with zero or NaN normals passed over, and what the file says about
+    the sides of its normals (`Scan`)."""
     points, colors, normals, towards = _read(path, duplicates, "ignore")
-    return points, colors, normals, normals if normals is not None else towards
+    up = np.array([0.0, 0.0, 1.0]) if Path(path).suffix.lower() in LAS_FORMATS else None
+    return Scan(points, colors, normals, normals if normals is not None else towards, up)
 
 
 def _read(path, duplicates: str, bad_normals: str):

@@ -96,7 +96,7 @@ def read_mesh(path) -> "object":
     return geom
 
 
-def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None) -> np.ndarray:
+def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None, up=None) -> np.ndarray:
     """Unit normals of a cloud: PCA over NORMAL_NEIGHBOURS neighbours, or over a subset's
     neighbours where that wider scale is the flatter one (noisy parts, `_finer_or_wider`, WIDER),
     made consistent along a neighbour graph (open3d's
@@ -109,25 +109,27 @@ def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, s
     sides_from: (points, normals) of a cloud whose normals have the right sides (the scan a
     denoised cloud came from, with its scanner's normals): the sides come from them instead
     (`sides_like`), and none of the orientation steps runs.
+    up: the direction that is up where the file's format says so (LAS: +z), which an open cloud
+    seen from above then faces (`inr.data.orientation.face_up`; not with sides_from).
     Without open3d: `plain_normals`."""
     from .. import _external
 
-    return _estimate(points, _external.open3d() if _external.has_open3d() else None, orient_at_most, sides_from)
+    return _estimate(points, _external.open3d() if _external.has_open3d() else None, orient_at_most, sides_from, up)
 
 
-def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None) -> np.ndarray:
+def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None, up=None) -> np.ndarray:
     """`estimate_normals` without open3d (scipy only): the same PCA, made consistent along a minimum
     spanning tree of the ORIENT_NEIGHBOURS-nearest-neighbour graph (`_tree_consistent`), with no
     visibility check (it needs open3d's hidden point removal): thin parts come out flipped more
     often."""
-    return _estimate(points, None, orient_at_most, sides_from)
+    return _estimate(points, None, orient_at_most, sides_from, up)
 
 
-def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None) -> np.ndarray:
+def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, up=None) -> np.ndarray:
     """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
     from scipy.spatial import cKDTree
 
-    from .orientation import prefer_visible, turn_inverted_parts
+    from .orientation import face_up, prefer_visible, turn_inverted_parts
 
     points = np.asarray(points, np.float64)
     centre = (points.min(0) + points.max(0)) / 2 if len(points) else np.zeros(3)
@@ -159,7 +161,8 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None) -> 
         normals = orient(points, normals)
     if sides_from is not None:
         return normals
-    return turn_inverted_parts(points, orient_outwards(points, normals))
+    normals = turn_inverted_parts(points, orient_outwards(points, normals))
+    return normals if up is None else face_up(normals, np.asarray(up, np.float64))
 
 
 def sides_like(points: np.ndarray, normals: np.ndarray, known_points: np.ndarray, known_normals: np.ndarray,
@@ -328,7 +331,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         pts, faces, bary = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed, return_barycentric=True)
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
                        str(path), colors=mesh_colours(mesh, faces, bary))
-    points, colors, normals, sides = read_scan(path, duplicates)
+    points, colors, normals, sides, up = read_scan(path, duplicates)
     from ..pointcloud.strays import strays
 
     far = strays(points)
@@ -344,7 +347,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
     if sides is not None:  # an E57 or PTX scan: the normals face the stations that saw them
         return Surface(points, estimate_normals(points, sides_from=(points, sides)), "points", "estimated, facing the scanner",
                        str(path), far, colors)
-    return Surface(points, estimate_normals(points), "points", "estimated", str(path), far, colors)
+    return Surface(points, estimate_normals(points, up=up), "points", "estimated", str(path), far, colors)
 
 
 def surface_metrics(points: np.ndarray, normals: Optional[np.ndarray], ref_points: np.ndarray,

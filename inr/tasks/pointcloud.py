@@ -110,7 +110,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
     normals = _wants_normals(out, normals)
-    points, colors, in_normals, sides = read_scan(inp, "drop" if drop_duplicates else "error")
+    points, colors, in_normals, sides, up = read_scan(inp, "drop" if drop_duplicates else "error")
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
     if baseline is not None:
@@ -138,7 +138,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if normals:
         from ..data.surfaces import estimate_normals
 
-        out_normals = estimate_normals(result, sides_from=None if sides is None else (points, sides))
+        out_normals = estimate_normals(result, sides_from=None if sides is None else (points, sides), up=up)
     write_cloud(out, result, out_colors, out_normals)
     sides_from = None if not normals or sides is None else "the input's normals" if in_normals is not None else "the scanner stations"
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals,

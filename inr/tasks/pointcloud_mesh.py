@@ -71,7 +71,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    points, colors, normals, sides = read_scan(inp, "drop")  # zero or NaN normals: as none
+    points, colors, normals, sides, up = read_scan(inp, "drop")  # zero or NaN normals: as none
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
@@ -89,7 +89,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     else:  # estimated on the denoised points; a scanner's normals, or its stations (E57, PTX), give their sides
         how = "estimated" + ("" if sides is None else ", their sides from the file's" if normals is not None
                              else ", facing the scanner stations")
-        normals = estimate_normals(cleaned, sides_from=None if sides is None else (points, sides))
+        normals = estimate_normals(cleaned, sides_from=None if sides is None else (points, sides), up=up)
     prepared = time.perf_counter() - start
     result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method,
                               "normals": how,
