@@ -18,6 +18,8 @@ the smaller `seam`: the tangent edges whose two normals point to opposite sides.
 A third check runs last, once the normals point outwards as a whole: on a closed cloud, a part
 whose normals all point inwards (the graph passed the wrong side into a leg) makes the
 generalised winding number negative just off it; `turn_inverted_parts` turns such parts back.
+Where a file's format says which way is up (LAS: z), `face_up` turns an open cloud seen from
+above to face up.
 Chosen on range and evenly spread scans of the training meshes (not the held-out ones); see the
 README's "Normals" table."""
 
