@@ -25,7 +25,8 @@ normals: the normals that `denoise`/`reconstruct` write (estimated and oriented 
   points chose; none on a mesh whose faces are wound inconsistently), for the network's `denoise` and
   `reconstruct` outputs, MLS's output, and the noisy input itself. Every mesh. Also the flipped
   share of `denoise`'s and `reconstruct`'s normals when the input carries a scanner's normals
-  (here the true normal at each scan point's nearest true point), which then give the sides. `--normals-backend
+  (here the true normal at each scan point's nearest true point), which then give the sides, and
+  on range scans when it names each point's station (the camera that saw it, as E57 and PTX do). `--normals-backend
   plain`: the estimate a machine without open3d makes (`plain_normals`: PCA and a spanning tree,
   no visibility check); the rest of the bench still uses open3d.
 densenormals: normals of denser clouds (DENSE_POINTS evenly spread points, noise 1 % and 2 %),
@@ -91,16 +92,20 @@ def truth(mesh, seed=1):
     return np.asarray(pts)
 
 
-def scan(mesh, sigma, outliers, seed, views=0):
+def scan(mesh, sigma, outliers, seed, views=0, stations=False):
     """SCAN_POINTS noisy points (and the outlier share replaced by uniform points in the box):
     sampled evenly on the surface with Gaussian noise per coordinate, or with `views` a range
-    scan (`range_scan`)."""
+    scan (`range_scan`). stations: also each point's unit direction towards the camera that saw
+    it (a range scan's; None for evenly spread points), as a scanner's file gives its stations."""
     import trimesh
 
     rng = np.random.default_rng(seed)
     diag = float(np.linalg.norm(mesh.extents))
+    towards = None
     if views:
-        pts = range_scan(mesh, views, sigma * diag, SCAN_POINTS, rng, SCANNER_PIXELS)[0]
+        pts, cameras, seen_by = range_scan(mesh, views, sigma * diag, SCAN_POINTS, rng, SCANNER_PIXELS, which=True)
+        towards = cameras[seen_by] - pts
+        towards /= np.linalg.norm(towards, axis=1, keepdims=True)
         if len(pts) < SCAN_POINTS:
             raise SystemExit(f"the range scan made {len(pts)} points, fewer than {SCAN_POINTS}")
     else:
@@ -110,7 +115,7 @@ def scan(mesh, sigma, outliers, seed, views=0):
     if n_out:
         lo, hi = mesh.bounds
         pts[rng.choice(SCAN_POINTS, n_out, replace=False)] = rng.uniform(lo, hi, size=(n_out, 3))
-    return pts
+    return (pts, towards) if stations else pts
 
 
 def scan_seed(name: str) -> int:
@@ -228,7 +233,7 @@ def normals(meshes, model, backend: str = "open3d"):
             ref, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=1)
             tree, ref_normals = cKDTree(np.asarray(ref)), mesh.face_normals[faces]
             sides, ref_normals = mesh_sides(mesh, ref_normals)
-            noisy = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views)
+            noisy, towards = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views, stations=True)
             given = ref_normals[tree.query(noisy)[1]]  # a scanner's normals, as good as can be: the truth's
             full, _ = network_output(model, name, case, noisy)
             row = {"case": case, "mesh": name, "sides": sides}
@@ -241,6 +246,8 @@ def normals(meshes, model, backend: str = "open3d"):
                 if label in ("denoise", "reconstruct"):
                     est = estimate(pts, sides_from=(noisy, given))
                     row[f"{label}, sides from the input's: flipped %"] = score_normals(est, pts, tree, ref_normals, sides)[1]
+                    row[f"{label}, sides from the stations: flipped %"] = float("nan") if towards is None else score_normals(
+                        estimate(pts, towards=(noisy, towards)), pts, tree, ref_normals, sides)[1]
             rows.append(row)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     return rows
@@ -422,7 +429,7 @@ def main() -> None:
         save("surface_normals" + ("_plain" if args.normals_backend == "plain" else ""), rows)
         print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
                                               for c in ("angle (deg)", "flipped %", "s")]
-                    + [f"{m}, sides from the input's: flipped %" for m in ("denoise", "reconstruct")]))
+                    + [f"{m}, sides from the {w}: flipped %" for w in ("input's", "stations") for m in ("denoise", "reconstruct")]))
     if "densenormals" in sections:
         rows = densenormals(meshes, model)
         save("surface_densenormals", rows)

@@ -83,3 +83,21 @@ def test_normals_of_a_ptx_room_face_its_scanners(tmp_path, capsys):
     pts, _, n = read_oriented_cloud(tmp_path / "clean.ply")
     inward = -(pts - SITE) / np.linalg.norm(pts - SITE, axis=1, keepdims=True)
     assert ((n * inward).sum(1) > 0.9).mean() > 0.98
+
+
+def test_one_station_is_told_from_several():
+    # the lines from the points towards their stations meet at one point only when one station
+    # saw them all (then each normal takes its side point by point; from several, the whole cloud)
+    from inr.data.orientation import one_station
+
+    pts = np.random.default_rng(1).normal(size=(2000, 3)) * 5 + SITE
+
+    def towards(stations):
+        d = stations - pts
+        return d / np.linalg.norm(d, axis=1, keepdims=True)
+
+    station = SITE + [1.0, 2.0, -3.0]
+    assert one_station(pts, towards(np.tile(station, (2000, 1))))
+    two = np.tile(station, (2000, 1))
+    two[1000:] += [0.5, 0, 0]
+    assert not one_station(pts, towards(two))

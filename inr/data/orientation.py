@@ -225,3 +225,41 @@ def face_up(normals: np.ndarray, up: np.ndarray) -> np.ndarray:
     if length > CLOSED_AREA and abs(along) >= UP_ALONG * length and along < 0:
         return -normals
     return normals
+
+
+def face_stations(points: np.ndarray, normals: np.ndarray, seen_points: np.ndarray, towards: np.ndarray,
+                  k: int = 8) -> np.ndarray:
+    """`normals` (oriented), or all of them turned, whichever faces the scanner stations: each
+    point's vote is the sum of the directions towards the station of its k nearest `seen_points`
+    (`towards`) projected on its normal, and the sign of all votes decides. A station sees a
+    surface from the side it stands on, but the orientation steps know no station: a room scanned
+    from inside comes out facing outwards, away from the scanner. For scans from several stations
+    the whole cloud turns, not each point: with stations all around an object each side of a thin
+    part is seen from its own station, and the nearest points' directions mix them (training
+    meshes' range scans from 6 cameras, flipped share of `reconstruct`'s normals: the estimate
+    5.5 %, point by point 2.8 % on closed meshes, but 4.6 → 19.1 % on open ones; as a whole 3.8 %
+    and 4.6 %). From one station, point by point (`one_station`; closed training meshes 7.0 →
+    1.1 %)."""
+    from scipy.spatial import cKDTree
+
+    near = cKDTree(seen_points).query(points, min(k, len(seen_points)), workers=-1)[1].reshape(len(points), -1)
+    vote = sum(float(np.einsum("nd,nd->", towards[near[start:start + 65_536]].sum(1), normals[start:start + 65_536]))
+               for start in range(0, len(points), 65_536))
+    return -normals if vote < 0 else normals
+
+
+def one_station(seen_points: np.ndarray, towards: np.ndarray) -> bool:
+    """Whether the lines from the points along their `towards` directions all meet at one point
+    (one scanner station saw the whole cloud): the least-squares meeting point of the lines lies
+    within 1e-6 of the cloud's extent from every one of them."""
+    if len(seen_points) == 0:
+        return False
+    local = seen_points - seen_points.mean(0)  # about the cloud: georeferenced coordinates lose no digits
+    # the sum over the lines of (I - d d^T) (m - p) = 0, without an (N, 3, 3) array
+    lhs = len(local) * np.eye(3) - towards.T @ towards
+    rhs = local.sum(0) - towards.T @ np.einsum("nd,nd->n", towards, local)
+    meet = np.linalg.lstsq(lhs, rhs, rcond=None)[0]
+    v = meet - local
+    off = v - np.einsum("nd,nd->n", v, towards)[:, None] * towards
+    extent = float(np.linalg.norm(np.ptp(seen_points, axis=0))) or 1.0
+    return float(np.linalg.norm(off, axis=1).max()) < 1e-6 * extent

@@ -71,17 +71,16 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
 
 
 class Scan(NamedTuple):
-    """A scan as `read_scan` reads it (for `inr.data.surfaces.estimate_normals`'s `sides_from` and
-    `up`)."""
+    """A scan as `read_scan` reads it (for `inr.data.surfaces.estimate_normals`'s `sides_from`,
+    `towards` and `up`)."""
 
     points: np.ndarray
     colors: Optional[np.ndarray]
     normals: Optional[np.ndarray]
     """The file's normals (zero or NaN ones passed over: then None)."""
-    sides: Optional[np.ndarray]
-    """(N, 3) vectors whose side each point's normal should take: the file's normals, else for an
-    E57 or PTX file the unit vectors from each point towards the scanner station that saw it (its
-    scan's pose), which a surface seen from it faces; None when the file says nothing."""
+    towards: Optional[np.ndarray]
+    """For an E57 or PTX file, the unit vectors (N, 3) from each point towards the scanner station
+    that saw it (its scan's pose): the side of the surface the station saw; else None."""
     up: Optional[np.ndarray]
     """The direction that is up where the format says so: +z for LAS/LAZ (the elevation), else None."""
 
@@ -91,7 +90,7 @@ def read_scan(path, duplicates: str = "error") -> Scan:
     the sides of its normals (`Scan`)."""
     points, colors, normals, towards = _read(path, duplicates, "ignore")
     up = np.array([0.0, 0.0, 1.0]) if Path(path).suffix.lower() in LAS_FORMATS else None
-    return Scan(points, colors, normals, normals if normals is not None else towards, up)
+    return Scan(points, colors, normals, towards, up)
 
 
 def _read(path, duplicates: str, bad_normals: str):

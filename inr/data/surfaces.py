@@ -54,8 +54,8 @@ class Surface:
     source: str
     """'mesh' (sampled on faces) or 'points'."""
     normals_from: str
-    """'faces', 'file', 'estimated', 'estimated, facing the scanner' (E57 and PTX scans: their sides from the
-    stations) or 'none' (read_surface(..., normals=False) of a cloud without them)."""
+    """'faces', 'file', 'estimated', 'estimated, facing the scanner' (E57 and PTX scans: the side
+    their stations saw) or 'none' (read_surface(..., normals=False) of a cloud without them)."""
     path: str
     strays: int = 0
     """Far stray points of the cloud left out (`inr.pointcloud.strays`)."""
@@ -96,7 +96,8 @@ def read_mesh(path) -> "object":
     return geom
 
 
-def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None, up=None) -> np.ndarray:
+def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None, towards=None,
+                     up=None) -> np.ndarray:
     """Unit normals of a cloud: PCA over NORMAL_NEIGHBOURS neighbours, or over a subset's
     neighbours where that wider scale is the flatter one (noisy parts, `_finer_or_wider`, WIDER),
     made consistent along a neighbour graph (open3d's
@@ -109,27 +110,34 @@ def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, s
     sides_from: (points, normals) of a cloud whose normals have the right sides (the scan a
     denoised cloud came from, with its scanner's normals): the sides come from them instead
     (`sides_like`), and none of the orientation steps runs.
+    towards: (points, unit vectors towards the scanner station that saw each point: an E57 or PTX
+    scan's). From one station (`inr.data.orientation.one_station`), each normal takes the side
+    its 8 nearest points' directions agree on, as with sides_from; from several, after the
+    orientation steps the cloud as a whole takes the side the stations saw
+    (`inr.data.orientation.face_stations`; a room scanned from inside faces inwards).
     up: the direction that is up where the file's format says so (LAS: +z), which an open cloud
-    seen from above then faces (`inr.data.orientation.face_up`; not with sides_from).
+    seen from above then faces (`inr.data.orientation.face_up`).
     Without open3d: `plain_normals`."""
     from .. import _external
 
-    return _estimate(points, _external.open3d() if _external.has_open3d() else None, orient_at_most, sides_from, up)
+    return _estimate(points, _external.open3d() if _external.has_open3d() else None, orient_at_most, sides_from,
+                     towards, up)
 
 
-def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None, up=None) -> np.ndarray:
+def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, sides_from=None, towards=None,
+                  up=None) -> np.ndarray:
     """`estimate_normals` without open3d (scipy only): the same PCA, made consistent along a minimum
     spanning tree of the ORIENT_NEIGHBOURS-nearest-neighbour graph (`_tree_consistent`), with no
     visibility check (it needs open3d's hidden point removal): thin parts come out flipped more
     often."""
-    return _estimate(points, None, orient_at_most, sides_from, up)
+    return _estimate(points, None, orient_at_most, sides_from, towards, up)
 
 
-def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, up=None) -> np.ndarray:
+def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, towards=None, up=None) -> np.ndarray:
     """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
     from scipy.spatial import cKDTree
 
-    from .orientation import face_up, prefer_visible, turn_inverted_parts
+    from .orientation import face_stations, face_up, one_station, prefer_visible, turn_inverted_parts
 
     points = np.asarray(points, np.float64)
     centre = (points.min(0) + points.max(0)) / 2 if len(points) else np.zeros(3)
@@ -137,6 +145,8 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, up=
     # covariances and orientation lose the detail of coordinates far from the origin (georeferenced scans)
     if len(points) < 3:
         return np.tile([0.0, 0.0, 1.0], (len(points), 1))
+    if towards is not None and sides_from is None and one_station(*towards):
+        sides_from, towards = towards, None  # one station sees each surface from one side: point by point
     if sides_from is not None:
         known = (np.asarray(sides_from[0], np.float64) - centre, np.asarray(sides_from[1], np.float64))
 
@@ -162,6 +172,8 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, up=
     if sides_from is not None:
         return normals
     normals = turn_inverted_parts(points, orient_outwards(points, normals))
+    if towards is not None:
+        normals = face_stations(points, normals, np.asarray(towards[0], np.float64) - centre, np.asarray(towards[1], np.float64))
     return normals if up is None else face_up(normals, np.asarray(up, np.float64))
 
 
@@ -331,12 +343,12 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         pts, faces, bary = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed, return_barycentric=True)
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
                        str(path), colors=mesh_colours(mesh, faces, bary))
-    points, colors, normals, sides, up = read_scan(path, duplicates)
+    points, colors, normals, towards, up = read_scan(path, duplicates)
     from ..pointcloud.strays import strays
 
     far = strays(points)
     if far.any():  # they would set the box the field is fitted in
-        points, normals, colors, sides = (None if a is None else a[~far] for a in (points, normals, colors, sides))
+        points, normals, colors, towards = (None if a is None else a[~far] for a in (points, normals, colors, towards))
     far = int(far.sum())
     if len(points) < 10:
         raise InputError(path, f"holds {len(points)} points; a surface needs at least 10")
@@ -344,8 +356,8 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         return Surface(points, normals, "points", "file", str(path), far, colors)
     if not want_normals:
         return Surface(points, None, "points", "none", str(path), far, colors)
-    if sides is not None:  # an E57 or PTX scan: the normals face the stations that saw them
-        return Surface(points, estimate_normals(points, sides_from=(points, sides)), "points", "estimated, facing the scanner",
+    if towards is not None:  # an E57 or PTX scan: the normals face the stations that saw them
+        return Surface(points, estimate_normals(points, towards=(points, towards)), "points", "estimated, facing the scanner",
                        str(path), far, colors)
     return Surface(points, estimate_normals(points, up=up), "points", "estimated", str(path), far, colors)
 

@@ -413,21 +413,22 @@ def raycasting_scene(mesh):
 
 
 def range_scan(mesh, views: int, sigma: float, n: int, rng: np.random.Generator,
-               pixels: int = 200, scene=None) -> Tuple[np.ndarray, np.ndarray]:
+               pixels: int = 200, scene=None, which: bool = False):
     """(points (n, 3), cameras (views, 3)): what depth cameras see of the mesh. Each camera sits
     at a random direction 1.5 bounding-box diagonals from the box's centre, looking at it
     (pinhole, pixels x pixels, the bounding sphere filling the view); each ray's first hit gets
     Gaussian noise of `sigma` (world units) along the ray; n of all hits are drawn at random (all
     of them when there are fewer). Dense where the surface faces a camera, sparse where rays
     graze it, none where no camera sees (occluded parts, cavities). `scene`: the mesh's
-    `raycasting_scene`, when the caller has it."""
+    `raycasting_scene`, when the caller has it. which: also return each point's camera (its
+    index into cameras), as a scanner's station is known (the same draws either way)."""
     import open3d as o3d
 
     scene = raycasting_scene(mesh) if scene is None else scene
     centre, diag = mesh.bounds.mean(0), float(np.linalg.norm(mesh.extents))
     fov = float(np.degrees(2 * np.arcsin(0.5 / 1.5)))  # the box's diagonal seen from 1.5 diagonals
-    hits, cameras = [], []
-    for _ in range(views):
+    hits, cameras, seen_by = [], [], []
+    for view in range(views):
         d = rng.normal(size=3)
         d /= np.linalg.norm(d)
         up = [0.0, 0.0, 1.0] if abs(d[2]) < 0.9 else [1.0, 0.0, 0.0]
@@ -438,8 +439,12 @@ def range_scan(mesh, views: int, sigma: float, n: int, rng: np.random.Generator,
         length = np.linalg.norm(rays[ok, 3:], axis=1)  # t counts in units of the ray's direction vector
         depth = t[ok] * length + rng.normal(scale=sigma, size=int(ok.sum()))
         hits.append(rays[ok, :3] + (depth / length)[:, None] * rays[ok, 3:])
-    hits = np.concatenate(hits).astype(np.float64)
-    return (hits[rng.choice(len(hits), n, replace=False)] if len(hits) > n else hits), np.array(cameras)
+        seen_by.append(np.full(int(ok.sum()), view))
+    hits, seen_by = np.concatenate(hits).astype(np.float64), np.concatenate(seen_by)
+    if len(hits) > n:
+        pick = rng.choice(len(hits), n, replace=False)
+        hits, seen_by = hits[pick], seen_by[pick]
+    return (hits, np.array(cameras), seen_by) if which else (hits, np.array(cameras))
 
 
 def visible(mesh, cameras: np.ndarray, points: np.ndarray, scene=None) -> np.ndarray:

@@ -95,8 +95,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
     The input's colours, if any, go to every output point from its nearest input point.
     normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`;
-    where the input has normals, a scanner's, they give the sides, and an E57 or PTX scan's stations do:
-    `read_scan`); None: where the format holds them (all but XYZ and NPY). The input's normals are
+    where the input has normals, a scanner's, they give the sides; an E57 or PTX scan's stations
+    give the side of the whole: `read_scan`); None: where the format holds them (all but XYZ and NPY). The input's normals are
     not needed: zero or NaN ones (unknown, as some writers leave them) are passed over."""
     from ..data.pointclouds import check_write_format, read_scan, write_cloud
     from .outputs import nearest_colours
@@ -110,7 +110,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
     normals = _wants_normals(out, normals)
-    points, colors, in_normals, sides, up = read_scan(inp, "drop" if drop_duplicates else "error")
+    points, colors, in_normals, towards, up = read_scan(inp, "drop" if drop_duplicates else "error")
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
     if baseline is not None:
@@ -138,9 +138,11 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if normals:
         from ..data.surfaces import estimate_normals
 
-        out_normals = estimate_normals(result, sides_from=None if sides is None else (points, sides), up=up)
+        out_normals = estimate_normals(result, sides_from=None if in_normals is None else (points, in_normals),
+                                       towards=None if towards is None else (points, towards), up=up)
     write_cloud(out, result, out_colors, out_normals)
-    sides_from = None if not normals or sides is None else "the input's normals" if in_normals is not None else "the scanner stations"
+    sides_from = (None if not normals else "the input's normals" if in_normals is not None
+                  else "the scanner stations" if towards is not None else None)
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals,
             "sides_from": sides_from}
 

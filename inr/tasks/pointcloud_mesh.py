@@ -71,7 +71,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    points, colors, normals, sides, up = read_scan(inp, "drop")  # zero or NaN normals: as none
+    points, colors, normals, towards, up = read_scan(inp, "drop")  # zero or NaN normals: as none
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
@@ -87,9 +87,10 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if given is not None:
         how, normals = "the file's", given
     else:  # estimated on the denoised points; a scanner's normals, or its stations (E57, PTX), give their sides
-        how = "estimated" + ("" if sides is None else ", their sides from the file's" if normals is not None
-                             else ", facing the scanner stations")
-        normals = estimate_normals(cleaned, sides_from=None if sides is None else (points, sides), up=up)
+        how = "estimated" + (", their sides from the file's" if normals is not None
+                             else ", facing the scanner stations" if towards is not None else "")
+        normals = estimate_normals(cleaned, sides_from=None if normals is None else (points, normals),
+                                   towards=None if towards is None else (points, towards), up=up)
     prepared = time.perf_counter() - start
     result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method,
                               "normals": how,

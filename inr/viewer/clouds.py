@@ -16,7 +16,7 @@ MAX_POINTS = 2_000_000  # more are subsampled for the browser (shown in the pane
 
 
 def load_geometry(path: Path):
-    """('mesh', trimesh) or ('points', `read_scan`'s Scan: points, colours, normals, sides, up) of a file.
+    """('mesh', trimesh) or ('points', `read_scan`'s Scan: points, colours, normals, towards, up) of a file.
     Meshes are read as `fit-sdf` reads them (`read_mesh`: NaN vertices, faces cut short and
     empty meshes are refused); a PLY without faces is read as a cloud."""
     from ..data.surfaces import MESH_FORMATS, read_mesh
@@ -32,17 +32,17 @@ def load_geometry(path: Path):
     return "points", read_scan(path, duplicates="drop")
 
 
-def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 20_000, sides=None, up=None) -> np.ndarray:
+def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 20_000, towards=None, up=None) -> np.ndarray:
     """(M, 2, 3) float32 line segments from at most about `at_most` of the points along their
     normals (`normals`: a file's or a mesh's), or, when None, along normals estimated and oriented
-    on those points (`inr.data.surfaces.estimate_normals`, what `denoise` would write; `sides`,
+    on those points (`inr.data.surfaces.estimate_normals`, what `denoise` would write; `towards`,
     `up`: `read_scan`'s, an E57 or PTX scan's directions towards its stations, LAS's up)."""
     from ..data.surfaces import estimate_normals
 
     step = max(1, len(points) // at_most)
     pts = points[::step]
     if normals is None:
-        n = estimate_normals(pts, sides_from=None if sides is None else (points, sides), up=up)
+        n = estimate_normals(pts, towards=None if towards is None else (points, towards), up=up)
     else:
         n = np.asarray(normals)[::step]
     return np.stack([pts, pts + length * n], 1).astype(np.float32)
@@ -76,7 +76,7 @@ class CloudViewer:
 
     def _add(self, name: str, path: Path, kind: str, data, offset: np.ndarray) -> dict:
         gui, scene = self.server.gui, self.server.scene
-        item = {"name": name, "kind": kind, "offset": offset, "normals": None, "own_normals": None, "sides": None, "up": None}
+        item = {"name": name, "kind": kind, "offset": offset, "normals": None, "own_normals": None, "towards": None, "up": None}
         if kind == "mesh":
             mesh = data.copy()
             mesh.apply_translation(offset)
@@ -84,7 +84,7 @@ class CloudViewer:
             item["points"], item["own_normals"] = np.asarray(mesh.vertices), np.asarray(mesh.vertex_normals)
             label = f"{path.name}: mesh, {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
         else:
-            points, colors, normals, sides, up = data
+            points, colors, normals, towards, up = data
             shown = np.arange(len(points))
             if len(points) > MAX_POINTS:
                 shown = np.random.default_rng(0).choice(len(points), MAX_POINTS, replace=False)
@@ -94,7 +94,7 @@ class CloudViewer:
                                                    point_shape="circle")
             item["points"] = pts
             item["own_normals"] = None if normals is None else normals[shown]
-            item["sides"], item["up"] = None if sides is None else sides[shown], up
+            item["towards"], item["up"] = None if towards is None else towards[shown], up
             label = (f"{path.name}: {len(points):,} points" + (f" (showing {MAX_POINTS:,})" if len(points) > MAX_POINTS else "")
                      + (", with normals" if normals is not None else ""))
         box = gui.add_checkbox(label, initial_value=True)
@@ -113,7 +113,7 @@ class CloudViewer:
                     item["normals"].visible = False
                 continue
             if item["normals"] is None:
-                segments = normal_segments(item["points"], item["own_normals"], 0.02 * self.diag, sides=item["sides"],
+                segments = normal_segments(item["points"], item["own_normals"], 0.02 * self.diag, towards=item["towards"],
                                            up=item["up"])
                 item["normals"] = self.server.scene.add_line_segments(f"{item['name']}_normals", segments, colors=(220, 60, 60))
             item["normals"].visible = True
