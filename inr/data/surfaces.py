@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import InputError
 from .pointclouds import FORMATS as CLOUD_FORMATS
-from .pointclouds import check_ply_faces, read_scan
+from .pointclouds import Scan, check_ply_faces, read_scan
 
 MESH_FORMATS = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
 NORMAL_NEIGHBOURS = 30
@@ -37,12 +37,6 @@ MIN_WIDE = 5_000
 """No wider scale for clouds whose subset would have fewer points."""
 SUBSET_NEAREST = 5
 """Subset points whose wide normals a point follows (`_finer_or_wider`)."""
-SIDES_NEAREST = 8
-"""Points of a cloud with known sides (`estimate_normals(..., sides_from=)`: the input a scanner
-gave normals) whose normals a point's side follows (the sign of their sum projected on it).
-Chosen on the training meshes (their scans with the true normals given, `denoise` and
-`reconstruct` outputs, 112 clouds): mean flipped share 2.5 / 2.5 / 2.4 / 2.5 / 2.8 % with the
-1 / 4 / 8 / 16 / 32 nearest (`reconstruct`; the estimate's own sides 6.1 %)."""
 
 
 @dataclass
@@ -109,7 +103,7 @@ def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, s
     flipped: give normals when the scanner has them.
     sides_from: (points, normals) of a cloud whose normals have the right sides (the scan a
     denoised cloud came from, with its scanner's normals): the sides come from them instead
-    (`sides_like`), and none of the orientation steps runs.
+    (`inr.data.orientation.sides_like`), and none of the orientation steps runs.
     towards: (points, unit vectors towards the scanner station that saw each point: an E57 or PTX
     scan's). From one station (`inr.data.orientation.one_station`), each normal takes the side
     its 8 nearest points' directions agree on, as with sides_from; from several, after the
@@ -137,7 +131,7 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, tow
     """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
     from scipy.spatial import cKDTree
 
-    from .orientation import face_stations, face_up, one_station, prefer_visible, turn_inverted_parts
+    from .orientation import face_stations, face_up, one_station, prefer_visible, sides_like, turn_inverted_parts
 
     points = np.asarray(points, np.float64)
     centre = (points.min(0) + points.max(0)) / 2 if len(points) else np.zeros(3)
@@ -175,22 +169,6 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, tow
     if towards is not None:
         normals = face_stations(points, normals, np.asarray(towards[0], np.float64) - centre, np.asarray(towards[1], np.float64))
     return normals if up is None else face_up(normals, np.asarray(up, np.float64))
-
-
-def sides_like(points: np.ndarray, normals: np.ndarray, known_points: np.ndarray, known_normals: np.ndarray,
-               k: int = SIDES_NEAREST, chunk: int = PCA_CHUNK) -> np.ndarray:
-    """`normals` (sides arbitrary) each turned to the side that the normals of its k nearest
-    `known_points` agree on (the sign of their sum projected on it), in chunks of points."""
-    from scipy.spatial import cKDTree
-
-    k = min(k, len(known_points))
-    tree, out = cKDTree(known_points), np.empty_like(normals)
-    for start in range(0, len(points), chunk):
-        part = slice(start, start + chunk)
-        near = tree.query(points[part], k, workers=-1)[1].reshape(-1, k)
-        vote = np.einsum("nd,nd->n", known_normals[near].sum(1), normals[part])
-        out[part] = np.where(vote[:, None] < 0, -normals[part], normals[part])
-    return out
 
 
 def _finer_or_wider(normals: np.ndarray, variation: np.ndarray, near: np.ndarray, wide: np.ndarray,
@@ -356,10 +334,18 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         return Surface(points, normals, "points", "file", str(path), far, colors)
     if not want_normals:
         return Surface(points, None, "points", "none", str(path), far, colors)
-    if towards is not None:  # an E57 or PTX scan: the normals face the stations that saw them
-        return Surface(points, estimate_normals(points, towards=(points, towards)), "points", "estimated, facing the scanner",
-                       str(path), far, colors)
-    return Surface(points, estimate_normals(points, up=up), "points", "estimated", str(path), far, colors)
+    scan = Scan(points, colors, None, towards, up)  # an E57 or PTX scan's normals face its stations
+    return Surface(points, scan_normals(points, scan), "points", "estimated" + (", facing the scanner" if towards is not None else ""),
+                   str(path), far, colors)
+
+
+def scan_normals(points: np.ndarray, scan: Scan) -> np.ndarray:
+    """`estimate_normals` of `points` (a scan's own, or a cloud made from them: denoised, fewer)
+    with what the scan (`read_scan`) says of their sides: its normals give each point's side, its
+    stations (E57, PTX) and its up (LAS) the whole cloud's or each point's, as `estimate_normals`
+    takes them."""
+    return estimate_normals(points, sides_from=None if scan.normals is None else (scan.points, scan.normals),
+                            towards=None if scan.towards is None else (scan.points, scan.towards), up=scan.up)
 
 
 def surface_metrics(points: np.ndarray, normals: Optional[np.ndarray], ref_points: np.ndarray,

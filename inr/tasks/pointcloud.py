@@ -110,7 +110,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
     normals = _wants_normals(out, normals)
-    points, colors, in_normals, towards, up = read_scan(inp, "drop" if drop_duplicates else "error")
+    scan = read_scan(inp, "drop" if drop_duplicates else "error")
+    points, colors = scan.points, scan.colors
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
     if baseline is not None:
@@ -136,13 +137,12 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     out_colors = None if colors is None else nearest_colours(result, points, colors)
     out_normals = None
     if normals:
-        from ..data.surfaces import estimate_normals
+        from ..data.surfaces import scan_normals
 
-        out_normals = estimate_normals(result, sides_from=None if in_normals is None else (points, in_normals),
-                                       towards=None if towards is None else (points, towards), up=up)
+        out_normals = scan_normals(result, scan)
     write_cloud(out, result, out_colors, out_normals)
-    sides_from = (None if not normals else "the input's normals" if in_normals is not None
-                  else "the scanner stations" if towards is not None else None)
+    sides_from = (None if not normals else "the input's normals" if scan.normals is not None
+                  else "the scanner stations" if scan.towards is not None else None)
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals,
             "sides_from": sides_from}
 

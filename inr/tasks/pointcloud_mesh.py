@@ -45,7 +45,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
               progress: bool = True, seed: int = 0, voxel: Optional[float] = None,
               poisson_trim: float = 0.0) -> Dict[str, Any]:
     from ..data.pointclouds import read_scan, write_cloud
-    from ..data.surfaces import estimate_normals
+    from ..data.surfaces import scan_normals
     from ..pointcloud.strays import strays
     from .outputs import nearest_colours, paint_mesh
 
@@ -71,7 +71,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    points, colors, normals, towards, up = read_scan(inp, "drop")  # zero or NaN normals: as none
+    scan = read_scan(inp, "drop")  # zero or NaN normals: as none
+    points, colors, normals, towards = scan.points, scan.colors, scan.normals, scan.towards
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
@@ -89,8 +90,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     else:  # estimated on the denoised points; a scanner's normals, or its stations (E57, PTX), give their sides
         how = "estimated" + (", their sides from the file's" if normals is not None
                              else ", facing the scanner stations" if towards is not None else "")
-        normals = estimate_normals(cleaned, sides_from=None if normals is None else (points, normals),
-                                   towards=None if towards is None else (points, towards), up=up)
+        normals = scan_normals(cleaned, scan)
     prepared = time.perf_counter() - start
     result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method,
                               "normals": how,
