@@ -156,7 +156,8 @@ def test_normals_of_an_e57_scan_face_the_stations_that_saw_it(tmp_path, capsys):
     assert s.normals_from == "estimated, facing the scanner" and ((s.normals * inward).sum(1) > 0).mean() > 0.99
     from inr.viewer.clouds import load_geometry, normal_segments  # the viewer draws the same sides
 
-    kind, (p, _, n, towards, _) = load_geometry(path)
-    seg = normal_segments(p, n, 0.1, towards=towards)
+    kind, scan = load_geometry(path)
+    seg = normal_segments(scan.points, scan.complete_normals, 0.1, scan=scan)
+    p = scan.points
     inward = -(seg[:, 0] - SITE) / np.linalg.norm(seg[:, 0] - SITE, axis=1, keepdims=True)
     assert kind == "points" and (((seg[:, 1] - seg[:, 0]) * inward).sum(1) > 0).mean() > 0.99

@@ -276,6 +276,13 @@ def test_read_surface_from_a_mesh_a_cloud_with_normals_and_one_without(tmp_path)
     write_cloud(tmp_path / "zero.ply", s.points, normals=np.zeros_like(s.points))
     z = read_surface(tmp_path / "zero.ply")
     assert z.normals_from == "estimated" and np.allclose(z.normals, e.normals)
+    # some known (turned inwards, as seen from inside), the others zero: the estimate takes their sides
+    partial = -s.normals.copy()
+    partial[np.random.default_rng(1).random(len(partial)) > 0.1] = 0
+    write_cloud(tmp_path / "partial.ply", s.points, normals=partial)
+    p = read_surface(tmp_path / "partial.ply")
+    assert p.normals_from == "estimated, their sides from the file's"
+    assert np.mean(np.sum(p.normals * s.normals, 1) < -0.9) > 0.98
 
 
 def test_fit_sdf_makes_a_mesh_close_to_the_input_and_extract_mesh_any_resolution(tmp_path, capsys):

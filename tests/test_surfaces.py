@@ -257,6 +257,31 @@ def test_normals_take_their_sides_from_a_clouds_known_normals_on_all_points_or_a
     assert (cos < -0.9).mean() > 0.99
 
 
+def test_normals_known_on_some_points_only_turn_the_whole_and_where_they_are_dense():
+    # an open sheet, whose estimate may face either way, known on its left half only: all of it
+    # takes the known side (the whole turned), either way round; a torus with inward normals
+    # known on 2 % of its points, scattered: all inwards
+    from inr.data.surfaces import estimate_normals
+
+    rng = np.random.default_rng(3)
+    sheet = np.c_[rng.uniform(-1, 1, (4000, 2)), 0.01 * rng.normal(size=4000)]
+    for side in (1.0, -1.0):
+        given = np.tile([0.0, 0.0, side], (4000, 1))
+        given[sheet[:, 0] > 0] = np.nan
+        assert (side * estimate_normals(sheet, sides_from=(sheet, given))[:, 2] > 0.95).mean() > 0.99
+    ball, truth = _torus(6000)
+    given = np.where((rng.random(6000) < 0.02)[:, None], -truth, np.nan)
+    cos = (estimate_normals(ball, sides_from=(ball, given)) * truth).sum(1)
+    assert (cos < -0.9).mean() > 0.99
+    # dense where known: one of two tori far apart scanned from inside with normals, the other
+    # (known nowhere) keeps the estimate's consistent side, which the whole turn sets
+    far = ball + [5.0, 0.0, 0.0]
+    both, normals = np.r_[ball, far], np.r_[-truth, np.full_like(truth, np.nan)]
+    cos = (estimate_normals(both, sides_from=(both, normals)) * np.r_[truth, truth]).sum(1)
+    assert (cos[:6000] < -0.9).mean() > 0.99 and (np.abs(cos[6000:]) > 0.9).mean() > 0.99
+    assert max((cos[6000:] > 0).mean(), (cos[6000:] < 0).mean()) > 0.99
+
+
 def test_denoise_and_mesh_take_the_sides_of_the_inputs_normals_and_pass_over_zero_ones(tmp_path, capsys):
     # a sphere scanned from its centre (normals facing inwards): the written normals, and the
     # side Poisson's faces face, follow the scanner's; zero normals (unknown, as some writers
@@ -271,16 +296,20 @@ def test_denoise_and_mesh_take_the_sides_of_the_inputs_normals_and_pass_over_zer
     noisy = sphere + rng.normal(scale=0.01, size=sphere.shape)
     write_cloud(tmp_path / "inward.ply", noisy, normals=-sphere)
     write_cloud(tmp_path / "zero.ply", noisy, normals=np.zeros_like(sphere))
-    for name, side in (("inward", -1), ("zero", 1)):
+    partial = -sphere.copy()  # the scanner's normals known on a fifth of the points, zero elsewhere
+    partial[rng.random(len(sphere)) > 0.2] = 0
+    write_cloud(tmp_path / "partial.ply", noisy, normals=partial)
+    for name, side in (("inward", -1), ("zero", 1), ("partial", -1)):
         assert main(["pointcloud", "denoise", str(tmp_path / f"{name}.ply"), str(tmp_path / f"d_{name}.ply"), "--baseline", "mls"]) == 0
         said = capsys.readouterr().out
-        assert ("sides from the input's" in said) == (name == "inward")
+        assert ("sides from the input's" in said) == (name != "zero")
+        assert ("known on" in said) == (name == "partial")
         pts, _, normals = read_oriented_cloud(tmp_path / f"d_{name}.ply")
         assert (side * (normals * pts).sum(1) / np.linalg.norm(pts, axis=1) > 0.9).mean() > 0.99, name
         assert main(["pointcloud", "mesh", str(tmp_path / f"{name}.ply"), str(tmp_path / f"m_{name}.ply"), "--method", "poisson",
                      "--denoise", "mls"]) == 0
         said = capsys.readouterr().out
-        assert ("normals estimated, their sides from the file's" in said) == (name == "inward")
+        assert ("normals estimated, their sides from the file's" in said) == (name != "zero")
         mesh = trimesh.load(tmp_path / f"m_{name}.ply", process=False)
         facing = (mesh.face_normals * mesh.triangles_center).sum(1)
         assert (side * facing > 0).mean() > 0.99, name

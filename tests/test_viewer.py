@@ -391,6 +391,14 @@ def test_cloud_viewer_draws_the_files_normals_else_estimated_oriented_ones(tmp_p
     seg = normal_segments(p0, None, 0.1)
     cos = ((seg[:, 1] - seg[:, 0]) / 0.1 * seg[:, 0]).sum(1)  # signed: outwards
     assert len(seg) == 3000 and (cos > 0.99).mean() > 0.99
+    partial = -pts.copy()  # inwards where known, zero (unknown) on the others: estimated, their sides
+    partial[np.random.default_rng(1).random(len(pts)) > 0.2] = 0
+    write_cloud(tmp_path / "partial.ply", pts, normals=partial)
+    _, scan = load_geometry(tmp_path / "partial.ply")
+    assert scan.complete_normals is None and (~np.isnan(scan.normals[:, 0])).sum() == (partial != 0).any(1).sum()
+    seg = normal_segments(scan.points, None, 0.1, scan=scan)
+    cos = ((seg[:, 1] - seg[:, 0]) / 0.1 * seg[:, 0]).sum(1)
+    assert (cos < -0.99).mean() > 0.99
     trimesh.creation.icosphere(4).export(tmp_path / "ball.ply")  # through the viewer, no browser
     server = MagicMock()
     viewer = CloudViewer(server, [tmp_path / "ball.ply"])

@@ -66,7 +66,8 @@ def read_oriented_cloud(path, duplicates: str = "error", bad_normals: str = "err
     clouds without Nx Ny Nz columns named in a header, NPY with fewer than 9 columns, PLY/PCD
     without nx ny nz, LAS/LAZ without NormalX-Z extra dimensions, E57, PTX).
     NPY columns: x y z [r g b [nx ny nz]] (with normals, all-zero colours read as none). bad_normals: 'error' (an InputError when a normal is
-    zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then no normals)."""
+    zero, NaN or infinite, as some writers leave unknown ones) or 'ignore' (then those rows NaN, and
+    None when no normal is known)."""
     return _read(path, duplicates, bad_normals)[:3]
 
 
@@ -77,17 +78,23 @@ class Scan(NamedTuple):
     points: np.ndarray
     colors: Optional[np.ndarray]
     normals: Optional[np.ndarray]
-    """The file's normals (zero or NaN ones passed over: then None)."""
+    """The file's normals, unit length; rows NaN where a normal is unknown (zero, NaN or infinite in
+    the file, as some writers leave them); None when the file has none or knows none."""
     towards: Optional[np.ndarray]
     """For an E57 or PTX file, the unit vectors (N, 3) from each point towards the scanner station
     that saw it (its scan's pose): the side of the surface the station saw; else None."""
     up: Optional[np.ndarray]
     """The direction that is up where the format says so: +z for LAS/LAZ (the elevation), else None."""
 
+    @property
+    def complete_normals(self) -> Optional[np.ndarray]:
+        """The file's normals where it knows every point's, else None."""
+        return self.normals if self.normals is not None and not np.isnan(self.normals[:, 0]).any() else None
+
 
 def read_scan(path, duplicates: str = "error") -> Scan:
-    """`read_oriented_cloud` with zero or NaN normals passed over, and what the file says about
-    the sides of its normals (`Scan`)."""
+    """`read_oriented_cloud` with zero or NaN normals passed over (NaN rows; the others kept), and
+    what the file says about the sides of its normals (`Scan`)."""
     points, colors, normals, towards = _read(path, duplicates, "ignore")
     up = np.array([0.0, 0.0, 1.0]) if Path(path).suffix.lower() in LAS_FORMATS else None
     return Scan(points, colors, normals, towards, up)
@@ -150,11 +157,13 @@ def _read(path, duplicates: str, bad_normals: str):
     check_points(points, path, duplicates)
     if normals is not None:
         length = np.linalg.norm(normals, axis=1)
-        if np.isfinite(normals).all() and (length >= 1e-12).all():
+        good = np.isfinite(length) & (length >= 1e-12)
+        if good.all():
             normals = normals / length[:, None]
         elif bad_normals == "error":
-            bad = int((~np.isfinite(length) | (length < 1e-12)).sum())
-            raise InputError(path, f"{bad} of {len(points)} normals are zero, NaN or infinite")
+            raise InputError(path, f"{int((~good).sum())} of {len(points)} normals are zero, NaN or infinite")
+        elif good.any():  # unknown ones NaN, the others kept
+            normals = np.where(good[:, None], normals / np.where(good, length, 1.0)[:, None], np.nan)
         else:
             normals = None
     if duplicates == "drop":

@@ -103,7 +103,9 @@ def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, s
     flipped: give normals when the scanner has them.
     sides_from: (points, normals) of a cloud whose normals have the right sides (the scan a
     denoised cloud came from, with its scanner's normals): the sides come from them instead
-    (`inr.data.orientation.sides_like`), and none of the orientation steps runs.
+    (`inr.data.orientation.sides_like`), and none of the orientation steps runs. Rows NaN where
+    a normal is unknown: then the orientation steps run, and the known ones turn the cloud as a
+    whole and the points where they are dense (`inr.data.orientation.sides_where_known`).
     towards: (points, unit vectors towards the scanner station that saw each point: an E57 or PTX
     scan's). From one station (`inr.data.orientation.one_station`), each normal takes the side
     its 8 nearest points' directions agree on, as with sides_from; from several, after the
@@ -131,10 +133,14 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, tow
     """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
     from scipy.spatial import cKDTree
 
-    from .orientation import face_stations, face_up, one_station, prefer_visible, sides_like, turn_inverted_parts
+    from .orientation import face_stations, face_up, one_station, prefer_visible, sides_like, sides_where_known, turn_inverted_parts
 
     points = np.asarray(points, np.float64)
     centre = (points.min(0) + points.max(0)) / 2 if len(points) else np.zeros(3)
+    if sides_from is not None and np.isnan(np.asarray(sides_from[1])[:, 0]).any():  # known on some points only
+        oriented = _estimate(points, o3d, orient_at_most, None, towards, up)
+        return sides_where_known(points - centre, oriented, np.asarray(sides_from[0], np.float64) - centre,
+                                 np.asarray(sides_from[1], np.float64))
     points = points - centre  # normals do not move with the cloud; open3d's
     # covariances and orientation lose the detail of coordinates far from the origin (georeferenced scans)
     if len(points) < 3:
@@ -321,22 +327,23 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         pts, faces, bary = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed, return_barycentric=True)
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
                        str(path), colors=mesh_colours(mesh, faces, bary))
-    points, colors, normals, towards, up = read_scan(path, duplicates)
+    scan = read_scan(path, duplicates)
     from ..pointcloud.strays import strays
 
-    far = strays(points)
+    far = strays(scan.points)
     if far.any():  # they would set the box the field is fitted in
-        points, normals, colors, towards = (None if a is None else a[~far] for a in (points, normals, colors, towards))
+        scan = Scan(*(a if a is None or a is scan.up else a[~far] for a in scan))
     far = int(far.sum())
+    points, colors = scan.points, scan.colors
     if len(points) < 10:
         raise InputError(path, f"holds {len(points)} points; a surface needs at least 10")
-    if normals is not None:
-        return Surface(points, normals, "points", "file", str(path), far, colors)
+    if scan.complete_normals is not None:
+        return Surface(points, scan.complete_normals, "points", "file", str(path), far, colors)
     if not want_normals:
         return Surface(points, None, "points", "none", str(path), far, colors)
-    scan = Scan(points, colors, None, towards, up)  # an E57 or PTX scan's normals face its stations
-    return Surface(points, scan_normals(points, scan), "points", "estimated" + (", facing the scanner" if towards is not None else ""),
-                   str(path), far, colors)
+    how = ("estimated" + (", their sides from the file's" if scan.normals is not None  # the file knows some
+                          else ", facing the scanner" if scan.towards is not None else ""))
+    return Surface(points, scan_normals(points, scan), "points", how, str(path), far, colors)
 
 
 def scan_normals(points: np.ndarray, scan: Scan) -> np.ndarray:

@@ -141,8 +141,12 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
 
         out_normals = scan_normals(result, scan)
     write_cloud(out, result, out_colors, out_normals)
-    sides_from = (None if not normals else "the input's normals" if scan.normals is not None
-                  else "the scanner stations" if scan.towards is not None else None)
+    sides_from = None
+    if normals and scan.normals is not None:
+        known = int((~np.isnan(scan.normals[:, 0])).sum())
+        sides_from = "the input's normals" + ("" if known == len(points) else f", known on {known:,} of {len(points):,} points")
+    elif normals and scan.towards is not None:
+        sides_from = "the scanner stations"
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals,
             "sides_from": sides_from}
 

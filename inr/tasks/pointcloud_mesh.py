@@ -71,14 +71,14 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    scan = read_scan(inp, "drop")  # zero or NaN normals: as none
+    scan = read_scan(inp, "drop")  # zero or NaN normals: unknown (NaN)
     points, colors, normals, towards = scan.points, scan.colors, scan.normals, scan.towards
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
     cleaned = denoise(points, denoiser, weights, voxel, device, progress, seed)
     far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
-    given = normals if denoiser == "none" else None  # the file's normals of the points meshed
+    given = scan.complete_normals if denoiser == "none" else None  # the file's normals of the points meshed
     if far.any():
         cleaned = cleaned[~far]
         given = None if given is None else given[~far]

@@ -32,17 +32,19 @@ def load_geometry(path: Path):
     return "points", read_scan(path, duplicates="drop")
 
 
-def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 20_000, towards=None, up=None) -> np.ndarray:
+def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 20_000, scan=None) -> np.ndarray:
     """(M, 2, 3) float32 line segments from at most about `at_most` of the points along their
     normals (`normals`: a file's or a mesh's), or, when None, along normals estimated and oriented
-    on those points (`inr.data.surfaces.estimate_normals`, what `denoise` would write; `towards`,
-    `up`: `read_scan`'s, an E57 or PTX scan's directions towards its stations, LAS's up)."""
-    from ..data.surfaces import estimate_normals
+    on those points as `denoise` writes them (`inr.data.surfaces.scan_normals`, with what `scan`,
+    `read_scan`'s, says of their sides: the file's known normals, the stations of an E57 or PTX
+    scan, LAS's up)."""
+    from ..data.pointclouds import Scan
+    from ..data.surfaces import scan_normals
 
     step = max(1, len(points) // at_most)
     pts = points[::step]
     if normals is None:
-        n = estimate_normals(pts, towards=None if towards is None else (points, towards), up=up)
+        n = scan_normals(pts, scan if scan is not None else Scan(points, None, None, None, None))
     else:
         n = np.asarray(normals)[::step]
     return np.stack([pts, pts + length * n], 1).astype(np.float32)
@@ -76,7 +78,7 @@ class CloudViewer:
 
     def _add(self, name: str, path: Path, kind: str, data, offset: np.ndarray) -> dict:
         gui, scene = self.server.gui, self.server.scene
-        item = {"name": name, "kind": kind, "offset": offset, "normals": None, "own_normals": None, "towards": None, "up": None}
+        item = {"name": name, "kind": kind, "offset": offset, "normals": None, "own_normals": None, "scan": None}
         if kind == "mesh":
             mesh = data.copy()
             mesh.apply_translation(offset)
@@ -84,7 +86,9 @@ class CloudViewer:
             item["points"], item["own_normals"] = np.asarray(mesh.vertices), np.asarray(mesh.vertex_normals)
             label = f"{path.name}: mesh, {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
         else:
-            points, colors, normals, towards, up = data
+            from ..data.pointclouds import Scan
+
+            points, colors = data.points, data.colors
             shown = np.arange(len(points))
             if len(points) > MAX_POINTS:
                 shown = np.random.default_rng(0).choice(len(points), MAX_POINTS, replace=False)
@@ -93,10 +97,11 @@ class CloudViewer:
             item["handle"] = scene.add_point_cloud(name, pts.astype(np.float32), rgb, point_size=float(self.size.value),
                                                    point_shape="circle")
             item["points"] = pts
-            item["own_normals"] = None if normals is None else normals[shown]
-            item["towards"], item["up"] = None if towards is None else towards[shown], up
+            item["scan"] = Scan(pts, None, *(None if a is None else a[shown] for a in (data.normals, data.towards)), data.up)
+            item["own_normals"] = item["scan"].complete_normals
             label = (f"{path.name}: {len(points):,} points" + (f" (showing {MAX_POINTS:,})" if len(points) > MAX_POINTS else "")
-                     + (", with normals" if normals is not None else ""))
+                     + (", with normals" if data.complete_normals is not None
+                        else ", with some normals" if data.normals is not None else ""))
         box = gui.add_checkbox(label, initial_value=True)
         box.on_update(lambda _: setattr(item["handle"], "visible", bool(box.value)))
         return item
@@ -113,8 +118,7 @@ class CloudViewer:
                     item["normals"].visible = False
                 continue
             if item["normals"] is None:
-                segments = normal_segments(item["points"], item["own_normals"], 0.02 * self.diag, towards=item["towards"],
-                                           up=item["up"])
+                segments = normal_segments(item["points"], item["own_normals"], 0.02 * self.diag, scan=item["scan"])
                 item["normals"] = self.server.scene.add_line_segments(f"{item['name']}_normals", segments, colors=(220, 60, 60))
             item["normals"].visible = True
 
