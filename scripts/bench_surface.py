@@ -25,8 +25,9 @@ normals: the normals that `denoise`/`reconstruct` write (estimated and oriented 
   points chose; none on a mesh whose faces are wound inconsistently), for the network's `denoise` and
   `reconstruct` outputs, MLS's output, and the noisy input itself. Every mesh. Also the flipped
   share of `denoise`'s and `reconstruct`'s normals when the input carries a scanner's normals
-  (here the true normal at each scan point's nearest true point), which then give the sides, and
-  on range scans when it names each point's station (the camera that saw it, as E57 and PTX do). `--normals-backend
+  (here the true normal at each scan point's nearest true point), which then give the sides, the
+  same with them known on a random quarter of the scan points only (a file whose other normals are
+  zero), and on range scans when it names each point's station (the camera that saw it, as E57 and PTX do). `--normals-backend
   plain`: the estimate a machine without open3d makes (`plain_normals`: PCA and a spanning tree,
   no visibility check); the rest of the bench still uses open3d.
 densenormals: normals of denser clouds (DENSE_POINTS evenly spread points, noise 1 % and 2 %),
@@ -235,6 +236,7 @@ def normals(meshes, model, backend: str = "open3d"):
             sides, ref_normals = mesh_sides(mesh, ref_normals)
             noisy, towards = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views, stations=True)
             given = ref_normals[tree.query(noisy)[1]]  # a scanner's normals, as good as can be: the truth's
+            quarter = np.where((np.random.default_rng(scan_seed(name)).random(len(noisy)) < 0.25)[:, None], given, np.nan)
             full, _ = network_output(model, name, case, noisy)
             row = {"case": case, "mesh": name, "sides": sides}
             for label, pts in (("input", noisy), ("MLS", mls_project(noisy)), ("denoise", mls_fill(full, len(noisy), 0)),
@@ -246,6 +248,8 @@ def normals(meshes, model, backend: str = "open3d"):
                 if label in ("denoise", "reconstruct"):
                     est = estimate(pts, sides_from=(noisy, given))
                     row[f"{label}, sides from the input's: flipped %"] = score_normals(est, pts, tree, ref_normals, sides)[1]
+                    est = estimate(pts, sides_from=(noisy, quarter))  # known on a quarter of the points, the others not
+                    row[f"{label}, sides from a quarter of the input's: flipped %"] = score_normals(est, pts, tree, ref_normals, sides)[1]
                     row[f"{label}, sides from the stations: flipped %"] = float("nan") if towards is None else score_normals(
                         estimate(pts, towards=(noisy, towards)), pts, tree, ref_normals, sides)[1]
             rows.append(row)
@@ -429,7 +433,7 @@ def main() -> None:
         save("surface_normals" + ("_plain" if args.normals_backend == "plain" else ""), rows)
         print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
                                               for c in ("angle (deg)", "flipped %", "s")]
-                    + [f"{m}, sides from the {w}: flipped %" for w in ("input's", "stations") for m in ("denoise", "reconstruct")]))
+                    + [f"{m}, sides from the {w}: flipped %" for w in ("input's", "stations", "a quarter of the input's") for m in ("denoise", "reconstruct")]))
     if "densenormals" in sections:
         rows = densenormals(meshes, model)
         save("surface_densenormals", rows)

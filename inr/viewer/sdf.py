@@ -33,8 +33,8 @@ class SdfViewer:
         self.resolution = gui.add_slider("mesh resolution", min=32, max=512, step=32, initial_value=128)
         self.level = gui.add_slider("level (input units)", min=-0.1 / self.scale, max=0.1 / self.scale,
                                     step=0.002 / self.scale, initial_value=0.0)
-        # the run's input, read as the run read it (on the first extraction, not at start-up),
-        # trims re-extracted meshes as mesh.ply was, and colours them when it has colours
+        # the run's input, read as the run read it (once: shown, and it trims re-extracted meshes
+        # as mesh.ply was, and colours them when it has colours)
         self.trim = float(self.module.train_cfg.mesh_trim)
         self.surface = None
         source = run_input(self.config)
@@ -62,13 +62,10 @@ class SdfViewer:
         self.show_slice.on_update(lambda _: setattr(self.plane, "visible", bool(self.show_slice.value)))
 
     def _add_input(self, scene) -> None:
-        cfg_input = run_input(self.config)
         self.input_handle = None
-        if not cfg_input or not Path(cfg_input).is_file():
+        surface = self._input()
+        if surface is None:
             return
-        from ..data.surfaces import read_surface
-
-        surface = read_surface(cfg_input, mesh_points=MAX_INPUT_POINTS, normals=False)  # points to show only
         pts = surface.points
         if len(pts) > MAX_INPUT_POINTS:
             pts = pts[np.random.default_rng(0).choice(len(pts), MAX_INPUT_POINTS, replace=False)]
