@@ -293,6 +293,40 @@ def test_organized_pcd_pixels_without_a_return_are_skipped(tmp_path):
         read_cloud(tmp_path / "broken.pcd")
 
 
+def test_pcd_viewpoint_of_an_organized_cloud_gives_the_sides_of_its_normals(tmp_path, capsys):
+    # a depth camera's image of a wavy floor, organized (HEIGHT > 1), its VIEWPOINT the camera
+    # above it or below it: the written normals face the camera either way (an open sheet's
+    # estimate alone faces one way for both); an unorganized cloud with the default viewpoint
+    # names no station, one with a viewpoint set does
+    import numpy as np
+
+    from inr.cli import main
+    from inr.data.pointclouds import pcd_station, read_oriented_cloud, read_scan
+
+    rng = np.random.default_rng(0)
+    x, y = np.meshgrid(np.linspace(-1, 1, 60), np.linspace(-1, 1, 50))
+    floor = np.stack([x, y, 0.1 * np.sin(3 * x) + 0.003 * rng.normal(size=x.shape)], -1).reshape(-1, 3).astype(np.float32)
+    floor[rng.random(len(floor)) < 0.05] = np.nan  # pixels without a return
+
+    def write(name, width, height, viewpoint):
+        header = (f"# .PCD v0.7\nVERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\nWIDTH {width}\n"
+                  f"HEIGHT {height}\nVIEWPOINT {viewpoint}\nPOINTS {len(floor)}\nDATA binary\n")
+        (tmp_path / name).write_bytes(header.encode() + floor.tobytes())
+        return tmp_path / name
+
+    for side in (1, -1):
+        path = write(f"depth{side}.pcd", 60, 50, f"0.2 0 {3 * side} 1 0 0 0")
+        np.testing.assert_allclose(pcd_station(path), [0.2, 0, 3 * side])
+        assert main(["pointcloud", "denoise", str(path), str(tmp_path / f"d{side}.ply"), "--baseline", "mls"]) == 0
+        assert "sides from the scanner stations" in capsys.readouterr().out
+        pts, _, normals = read_oriented_cloud(tmp_path / f"d{side}.ply")
+        to_camera = np.array([0.2, 0, 3 * side]) - pts
+        assert ((normals * to_camera).sum(1) > 0).mean() > 0.99, side
+    assert pcd_station(write("cut.pcd", len(floor), 1, "0 0 0 1 0 0 0")) is None
+    assert read_scan(tmp_path / "cut.pcd", "drop").towards is None
+    np.testing.assert_allclose(pcd_station(write("set.pcd", len(floor), 1, "1 2 3 0 1 0 0")), [1, 2, 3])
+
+
 def _bad_cloud(tmp_path, case):
     import numpy as np
 

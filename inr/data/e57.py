@@ -69,8 +69,9 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
     colors = np.clip(np.concatenate(colours), 0.0, 1.0) if len(colours) == count else None
     towards = None
     if len(stations) == count:
-        towards = np.concatenate([station - p for station, p in zip(stations, points)])
-        towards /= np.maximum(np.linalg.norm(towards, axis=1, keepdims=True), 1e-300)
+        from .orientation import towards_station
+
+        towards = np.concatenate([towards_station(p, station) for station, p in zip(stations, points)])
     return np.concatenate(points), colors, towards
 
 

@@ -305,6 +305,13 @@ def face_stations(points: np.ndarray, normals: np.ndarray, seen_points: np.ndarr
     return -normals if side_votes(points, normals, seen_points, towards).sum() < 0 else normals
 
 
+def towards_station(points: np.ndarray, station: np.ndarray) -> np.ndarray:
+    """(N, 3) unit vectors from each point towards a scanner `station` (3,) that saw it (zero for a
+    point at the station itself): the side of the surface the station saw."""
+    away = np.asarray(station, np.float64) - points
+    return away / np.maximum(np.linalg.norm(away, axis=1, keepdims=True), 1e-300)
+
+
 def one_station(seen_points: np.ndarray, towards: np.ndarray) -> bool:
     """Whether the lines from the points along their `towards` directions all meet at one point
     (one scanner station saw the whole cloud): the least-squares meeting point of the lines lies

@@ -81,8 +81,9 @@ class Scan(NamedTuple):
     """The file's normals, unit length; rows NaN where a normal is unknown (zero, NaN or infinite in
     the file, as some writers leave them); None when the file has none or knows none."""
     towards: Optional[np.ndarray]
-    """For an E57 or PTX file, the unit vectors (N, 3) from each point towards the scanner station
-    that saw it (its scan's pose): the side of the surface the station saw; else None."""
+    """For an E57 or PTX file, or a PCD whose viewpoint is a station (`pcd_station`), the unit
+    vectors (N, 3) from each point towards the scanner station that saw it (its scan's pose):
+    the side of the surface the station saw; else None."""
     up: Optional[np.ndarray]
     """The direction that is up where the format says so: +z for LAS/LAZ (the elevation), else None."""
 
@@ -101,7 +102,7 @@ def read_scan(path, duplicates: str = "error") -> Scan:
 
 
 def _read(path, duplicates: str, bad_normals: str):
-    """(points, colours, normals, towards the scanner (E57, PTX) or None): `read_oriented_cloud`."""
+    """(points, colours, normals, towards the scanner (E57, PTX, PCD) or None): `read_oriented_cloud`."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
@@ -135,6 +136,11 @@ def _read(path, duplicates: str, bad_normals: str):
             points, colors, normals = read_text_cloud(path)
         elif suffix == ".pcd":
             points, colors, normals = _read_pcd(path)
+            station = pcd_station(path)
+            if station is not None:
+                from .orientation import towards_station
+
+                towards = towards_station(points, station)
         elif suffix in LAS_FORMATS:
             points, colors, normals = read_las(path)
         elif suffix in E57_FORMATS:
@@ -334,6 +340,33 @@ def _read_pcd(path: Path):
     if not returned.all():
         points, colors, normals = (None if a is None else a[returned] for a in (points, colors, normals))
     return points, colors, normals
+
+
+PCD_DEFAULT_VIEWPOINT = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
+
+
+def pcd_station(path: Path) -> Optional[np.ndarray]:
+    """The sensor's position (3,) a PCD header gives where it is one, else None. VIEWPOINT (tx ty
+    tz qw qx qy qz) is the acquisition viewpoint, its translation the sensor's place among the
+    points (PCL turns normals towards it); every writer writes one, the identity by default.
+    Taken where the cloud is organized (HEIGHT > 1: one depth image, from one sensor, as depth
+    cameras' drivers save them) or the viewpoint was set (not the identity); an unorganized cloud
+    with the identity says nothing of where it was seen from (a merged or cut-out scan)."""
+    head = file_head(path, 65536).decode("latin-1").splitlines()
+    values = {}
+    for line in head:
+        key, _, rest = line.strip().partition(" ")
+        if key.upper() == "DATA":
+            break
+        values[key.upper()] = rest.split()
+    try:
+        viewpoint = tuple(float(v) for v in values.get("VIEWPOINT", PCD_DEFAULT_VIEWPOINT))
+        height = int(values.get("HEIGHT", ["1"])[0])
+    except ValueError:
+        return None  # a header open3d read but this does not: no station
+    if len(viewpoint) != 7 or not np.isfinite(viewpoint).all() or (height <= 1 and viewpoint == PCD_DEFAULT_VIEWPOINT):
+        return None
+    return np.array(viewpoint[:3])
 
 
 FLOAT32_ERROR = 1e-7

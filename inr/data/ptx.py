@@ -24,6 +24,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..errors import InputError
+from .orientation import towards_station
 
 PTX_FORMATS = (".ptx",)
 
@@ -52,8 +53,7 @@ def read_ptx(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
             p = grid[seen, :3] @ transform[:3, :3] + transform[3, :3]
             points.append(p)
             colours.append(grid[seen, 4:7] / 255.0 if grid.shape[1] == 7 else None)
-            away = station - p
-            towards.append(away / np.maximum(np.linalg.norm(away, axis=1, keepdims=True), 1e-300))
+            towards.append(towards_station(p, station))
     if not points:
         return np.zeros((0, 3)), None, np.zeros((0, 3))
     rgb = None if any(c is None for c in colours) else np.clip(np.concatenate(colours), 0.0, 1.0)

@@ -106,7 +106,7 @@ def estimate_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, s
     (`inr.data.orientation.sides_like`), and none of the orientation steps runs. Rows NaN where
     a normal is unknown: then the orientation steps run, and the known ones turn the cloud as a
     whole and the points where they are dense (`inr.data.orientation.sides_where_known`).
-    towards: (points, unit vectors towards the scanner station that saw each point: an E57 or PTX
+    towards: (points, unit vectors towards the scanner station that saw each point: an E57, PTX or PCD
     scan's). From one station (`inr.data.orientation.one_station`), each normal takes the side
     its 8 nearest points' directions agree on, as with sides_from; from several, after the
     orientation steps the cloud as a whole takes the side the stations saw
@@ -309,7 +309,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
                  normals: bool = True) -> Surface:
     """The oriented points of a mesh (mesh_points samples, area-uniform, with face normals) or of
     a point cloud (all its points but far strays, `inr.pointcloud.strays`; normals from the file,
-    or estimated, facing the scanner stations of an E57 or PTX terrestrial scan; zero or NaN normals, as
+    or estimated, facing the scanner stations of an E57 or PTX terrestrial scan or an organized PCD; zero or NaN normals, as
     some writers leave unknown ones, count as none). normals=False: a cloud without normals gets
     none (for callers that need only the points: no estimate to pay)."""
     want_normals = normals
@@ -349,7 +349,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
 def scan_normals(points: np.ndarray, scan: Scan) -> np.ndarray:
     """`estimate_normals` of `points` (a scan's own, or a cloud made from them: denoised, fewer)
     with what the scan (`read_scan`) says of their sides: its normals give each point's side, its
-    stations (E57, PTX) and its up (LAS) the whole cloud's or each point's, as `estimate_normals`
+    stations (E57, PTX, PCD viewpoint) and its up (LAS) the whole cloud's or each point's, as `estimate_normals`
     takes them."""
     return estimate_normals(points, sides_from=None if scan.normals is None else (scan.points, scan.normals),
                             towards=None if scan.towards is None else (scan.points, scan.towards), up=scan.up)

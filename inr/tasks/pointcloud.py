@@ -95,9 +95,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
     The input's colours, if any, go to every output point from its nearest input point.
     normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`;
-    where the input has normals, a scanner's, they give the sides; an E57 or PTX scan's stations
-    give the side of the whole: `read_scan`); None: where the format holds them (all but XYZ and NPY). The input's normals are
-    not needed: zero or NaN ones (unknown, as some writers leave them) are passed over."""
+    where the input has normals, a scanner's, they give the sides; an E57 or PTX scan's stations,
+    or an organized PCD's viewpoint, give them too: `read_scan`); None: where the format holds them
+    (all but XYZ and NPY). The input's normals are not needed: zero or NaN ones (unknown, as some
+    writers leave them) are passed over."""
     from ..data.pointclouds import check_write_format, read_scan, write_cloud
     from .outputs import nearest_colours
     from ..pointcloud.mls import mls_fill

@@ -1,7 +1,7 @@
 """`inr pointcloud mesh IN OUT`: a scan to a surface in one command. The cloud is denoised (the
 network, MLS, or not at all), oriented (the file's normals where nothing moved the points; else
 normals estimated on the denoised points, their sides from the file's normals when it has them, or
-facing the scanner stations of an E57 or PTX scan), then meshed: a signed distance field fitted with
+facing the scanner stations of an E57 or PTX scan, or an organized PCD's viewpoint), then meshed: a signed distance field fitted with
 `fit-sdf` (a resumable run folder beside OUT), screened Poisson or ball pivoting. A coloured scan
 gives a coloured mesh (each vertex takes its nearest input point's colour)."""
 
@@ -87,7 +87,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
                          f"{MIN_POINTS} (is it a surface scan? --denoise none keeps them all)")
     if given is not None:
         how, normals = "the file's", given
-    else:  # estimated on the denoised points; a scanner's normals, or its stations (E57, PTX), give their sides
+    else:  # estimated on the denoised points; a scanner's normals, or its stations (E57, PTX, PCD viewpoint), give their sides
         how = "estimated" + (", their sides from the file's" if normals is not None
                              else ", facing the scanner stations" if towards is not None else "")
         normals = scan_normals(cleaned, scan)

@@ -36,7 +36,7 @@ def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 2
     """(M, 2, 3) float32 line segments from at most about `at_most` of the points along their
     normals (`normals`: a file's or a mesh's), or, when None, along normals estimated and oriented
     on those points as `denoise` writes them (`inr.data.surfaces.scan_normals`, with what `scan`,
-    `read_scan`'s, says of their sides: the file's known normals, the stations of an E57 or PTX
+    `read_scan`'s, says of their sides: the file's known normals, the stations of an E57, PTX or organized PCD
     scan, LAS's up)."""
     from ..data.pointclouds import Scan
     from ..data.surfaces import scan_normals
