@@ -1,7 +1,7 @@
 """Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
 
     make meshes
-    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), and a range scan (6
@@ -38,6 +38,8 @@ lownoise: dense scans with little noise, as most real scanners give: 50,000 surf
   noise sigma = 0, 0.25 % and 0.5 % of the diagonal (LOW_NOISE), `denoise` (the network, 50,000
   points out) and MLS as output/input Chamfer-L1 ratios (above 1: the output is worse than its
   input), the noise the network reads and the voxel scale it picks. Not in the default run.
+depthnoise: range scans whose noise grows with the square of the depth, as depth cameras' does,
+  beside the same scans with constant noise (`depthnoise`'s docstring). Not in the default run.
 """
 
 from __future__ import annotations
@@ -93,20 +95,23 @@ def truth(mesh, seed=1):
     return np.asarray(pts)
 
 
-def scan(mesh, sigma, outliers, seed, views=0, stations=False):
+def scan(mesh, sigma, outliers, seed, views=0, stations=False, power=0.0):
     """SCAN_POINTS noisy points (and the outlier share replaced by uniform points in the box):
     sampled evenly on the surface with Gaussian noise per coordinate, or with `views` a range
     scan (`range_scan`). stations: also each point's unit direction towards the camera that saw
-    it (a range scan's; None for evenly spread points), as a scanner's file gives its stations."""
+    it (a range scan's; None for evenly spread points), as a scanner's file gives its stations.
+    power: a range scan's noise grows as the depth to that power (`range_scan`)."""
     import trimesh
 
     rng = np.random.default_rng(seed)
     diag = float(np.linalg.norm(mesh.extents))
     towards = None
     if views:
-        pts, cameras, seen_by = range_scan(mesh, views, sigma * diag, SCAN_POINTS, rng, SCANNER_PIXELS, which=True)
-        towards = cameras[seen_by] - pts
-        towards /= np.linalg.norm(towards, axis=1, keepdims=True)
+        pts, cameras, seen_by = range_scan(mesh, views, sigma * diag, SCAN_POINTS, rng, SCANNER_PIXELS, which=True,
+                                           power=power)
+        from inr.data.orientation import towards_station
+
+        towards = towards_station(pts, cameras[seen_by])
         if len(pts) < SCAN_POINTS:
             raise SystemExit(f"the range scan made {len(pts)} points, fewer than {SCAN_POINTS}")
     else:
@@ -158,6 +163,31 @@ def load_model(weights=None):
     from inr.tasks.pointcloud_train import load_weights
 
     return load_weights(Path(weights) if weights else default_weights())
+
+
+def depthnoise(meshes, model):
+    """Range scans (the scanner case's 6 cameras, 5,000 points) whose noise grows with the square
+    of the depth, as a depth camera's does (sigma 1 % of the diagonal at the cameras' distance to
+    the centre, 1.5 diagonals: 0.44-1.8 % over the nearest and farthest parts), beside the same
+    scans with constant sigma (the reconstruct section's scanner case, the same draws): `denoise`,
+    MLS and `reconstruct` as output / input Chamfer-L1, and the noise the network reads."""
+    from inr.pointcloud.mls import mls_fill, mls_project
+
+    rows = []
+    for name, mesh in meshes.items():
+        ref = truth(mesh)
+        row = {"mesh": name}
+        for label, power in (("constant", 0.0), ("depth^2", 2.0)):
+            noisy = scan(mesh, 0.01, 0.0, seed=scan_seed(name), views=6, power=power)
+            c_in = cl1(noisy, ref)
+            full, _ = network_output(model, name, "scanner 1%" + (" depth^2" if power else ""), noisy)
+            row[f"{label}: denoise / input"] = cl1(mls_fill(full, len(noisy), 0), ref) / c_in
+            row[f"{label}: MLS / input"] = cl1(mls_project(noisy), ref) / c_in
+            row[f"{label}: reconstruct / input"] = cl1(mls_fill(full, 4 * len(noisy), 0), ref) / c_in
+            row[f"{label}: input CL1 / diag"] = c_in / float(np.linalg.norm(mesh.extents))
+        rows.append(row)
+        print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
 
 
 def reconstruct(meshes, model):
@@ -406,7 +436,7 @@ def lownoise(meshes, model):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise"])
+    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise", "depthnoise"])
     ap.add_argument("--normals-backend", choices=["open3d", "plain"], default="open3d",
                     help="normals: open3d's estimate (as installed by make setup) or the twin without open3d")
     ap.add_argument("--budget", type=float, default=105.0, help="fit-sdf training seconds per shape (105: with loading, the sign lattice and the mesh, under 120 s on this 2-core machine)")
@@ -420,7 +450,7 @@ def main() -> None:
     names = args.meshes.split(",") if args.meshes else None
     meshes = load_meshes(names, args.mesh_dir)
     sections = args.only or ["reconstruct", "normals", "sdf", "noisy"]
-    model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise"} & set(sections) else None
+    model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise", "depthnoise"} & set(sections) else None
     if "reconstruct" in sections:
         rows = reconstruct(meshes, model)
         save("surface_reconstruct", rows)
@@ -434,6 +464,11 @@ def main() -> None:
         print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
                                               for c in ("angle (deg)", "flipped %", "s")]
                     + [f"{m}, sides from the {w}: flipped %" for w in ("input's", "stations", "a quarter of the input's") for m in ("denoise", "reconstruct")]))
+    if "depthnoise" in sections:
+        rows = depthnoise(meshes, model)
+        save("surface_depthnoise", rows)
+        print(table(rows, ["mesh"] + [f"{w}: {c}" for w in ("constant", "depth^2")
+                                      for c in ("input CL1 / diag", "denoise / input", "MLS / input", "reconstruct / input")]))
     if "densenormals" in sections:
         rows = densenormals(meshes, model)
         save("surface_densenormals", rows)

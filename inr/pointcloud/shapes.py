@@ -413,7 +413,7 @@ def raycasting_scene(mesh):
 
 
 def range_scan(mesh, views: int, sigma: float, n: int, rng: np.random.Generator,
-               pixels: int = 200, scene=None, which: bool = False):
+               pixels: int = 200, scene=None, which: bool = False, power: float = 0.0):
     """(points (n, 3), cameras (views, 3)): what depth cameras see of the mesh. Each camera sits
     at a random direction 1.5 bounding-box diagonals from the box's centre, looking at it
     (pinhole, pixels x pixels, the bounding sphere filling the view); each ray's first hit gets
@@ -421,7 +421,9 @@ def range_scan(mesh, views: int, sigma: float, n: int, rng: np.random.Generator,
     of them when there are fewer). Dense where the surface faces a camera, sparse where rays
     graze it, none where no camera sees (occluded parts, cavities). `scene`: the mesh's
     `raycasting_scene`, when the caller has it. which: also return each point's camera (its
-    index into cameras), as a scanner's station is known (the same draws either way)."""
+    index into cameras), as a scanner's station is known (the same draws either way). power: the
+    noise grows as (depth / 1.5 diagonals) ** power (a depth camera's: 2; 0, constant, draws the
+    same numbers as before the option)."""
     import open3d as o3d
 
     scene = raycasting_scene(mesh) if scene is None else scene
@@ -437,7 +439,8 @@ def range_scan(mesh, views: int, sigma: float, n: int, rng: np.random.Generator,
         t = scene.cast_rays(o3d.core.Tensor(rays.astype(np.float32)))["t_hit"].numpy()
         ok = np.isfinite(t)
         length = np.linalg.norm(rays[ok, 3:], axis=1)  # t counts in units of the ray's direction vector
-        depth = t[ok] * length + rng.normal(scale=sigma, size=int(ok.sum()))
+        noise = rng.normal(scale=sigma, size=int(ok.sum()))
+        depth = t[ok] * length + (noise * (t[ok] * length / (1.5 * diag)) ** power if power else noise)
         hits.append(rays[ok, :3] + (depth / length)[:, None] * rays[ok, 3:])
         seen_by.append(np.full(int(ok.sum()), view))
     hits, seen_by = np.concatenate(hits).astype(np.float64), np.concatenate(seen_by)
