@@ -306,8 +306,9 @@ def face_stations(points: np.ndarray, normals: np.ndarray, seen_points: np.ndarr
 
 
 def towards_station(points: np.ndarray, station: np.ndarray) -> np.ndarray:
-    """(N, 3) unit vectors from each point towards a scanner `station` (3,) that saw it (zero for a
-    point at the station itself): the side of the surface the station saw."""
+    """(N, 3) unit vectors from each point towards a scanner `station` (3,), or each point's own
+    (N, 3), that saw it (zero for a point at the station itself): the side of the surface the
+    station saw."""
     away = np.asarray(station, np.float64) - points
     return away / np.maximum(np.linalg.norm(away, axis=1, keepdims=True), 1e-300)
 
