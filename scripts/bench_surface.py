@@ -463,7 +463,7 @@ def main() -> None:
         save("surface_normals" + ("_plain" if args.normals_backend == "plain" else ""), rows)
         print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
                                               for c in ("angle (deg)", "flipped %", "s")]
-                    + [f"{m}, sides from the {w}: flipped %" for w in ("input's", "stations", "a quarter of the input's") for m in ("denoise", "reconstruct")]))
+                    + [f"{m}, sides from {w}: flipped %" for w in ("the input's", "the stations", "a quarter of the input's") for m in ("denoise", "reconstruct")]))
     if "depthnoise" in sections:
         rows = depthnoise(meshes, model)
         save("surface_depthnoise", rows)
