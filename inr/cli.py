@@ -248,7 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--normals", action=argparse.BooleanOptionalAction, default=None,
                        help="write the output's normals, estimated (PCA, 30 neighbours; from 40,000 points also over a wider "
                        "subset, taken where flatter) and oriented consistently and outwards, or to the side the input "
-                       "says: its normals (where known), an E57/PTX scan's stations, an organized PCD's viewpoint, LAS's up (default: yes for .ply, .pcd, .las, .laz, .txt, .asc and .csv, no for .npy; .xyz has no place for them)")
+                       "says: its normals (where known), an E57/PTX scan's stations, an organized PCD's viewpoint, LAS's up "
+                       "(default: yes for .ply, .pcd, .las, .laz, .txt, .asc and .csv, no for .npy; .xyz has no place for them)")
         _add_device(p)
         if name != "denoise":
             p.add_argument("--factor", type=positive_float, default=4.0, help="output points per input point (default 4)")

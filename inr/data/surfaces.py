@@ -133,7 +133,8 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, tow
     """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
     from scipy.spatial import cKDTree
 
-    from .orientation import face_stations, face_up, one_station, prefer_visible, sides_like, sides_where_known, turn_inverted_parts
+    from .orientation import (face_stations, face_up, one_station, prefer_visible, sides_like, sides_where_known,
+                              turn_inverted_parts)
 
     points = np.asarray(points, np.float64)
     centre = (points.min(0) + points.max(0)) / 2 if len(points) else np.zeros(3)
@@ -309,9 +310,10 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
                  normals: bool = True) -> Surface:
     """The oriented points of a mesh (mesh_points samples, area-uniform, with face normals) or of
     a point cloud (all its points but far strays, `inr.pointcloud.strays`; normals from the file,
-    or estimated, facing the scanner stations of an E57 or PTX terrestrial scan or an organized PCD; zero or NaN normals, as
-    some writers leave unknown ones, count as none). normals=False: a cloud without normals gets
-    none (for callers that need only the points: no estimate to pay)."""
+    or estimated, facing the scanner stations of an E57 or PTX terrestrial scan or an organized PCD;
+    zero or NaN normals, as some writers leave unknown ones, count as unknown: where some are
+    known, all are estimated and the known ones give the sides). normals=False: a cloud without
+    complete normals gets none (for callers that need only the points: no estimate to pay)."""
     want_normals = normals
     path = Path(path)
     if not path.is_file():
