@@ -27,7 +27,8 @@ normals: the normals that `denoise`/`reconstruct` write (estimated and oriented 
   share of `denoise`'s and `reconstruct`'s normals when the input carries a scanner's normals
   (here the true normal at each scan point's nearest true point), which then give the sides, the
   same with them known on a random quarter of the scan points only (a file whose other normals are
-  zero), and on range scans when it names each point's station (the camera that saw it, as E57 and PTX do). `--normals-backend
+  zero), the same with rough ones (the input's own PCA normals on the truth's side, 5 % of them
+  then flipped: a scanner's local estimate and its mistakes), and on range scans when it names each point's station (the camera that saw it, as E57 and PTX do). `--normals-backend
   plain`: the estimate a machine without open3d makes (`plain_normals`: PCA and a spanning tree,
   no visibility check); the rest of the bench still uses open3d.
 densenormals: normals of denser clouds (DENSE_POINTS evenly spread points, noise 1 % and 2 %),
@@ -267,6 +268,10 @@ def normals(meshes, model, backend: str = "open3d"):
             noisy, towards = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views, stations=True)
             given = ref_normals[tree.query(noisy)[1]]  # a scanner's normals, as good as can be: the truth's
             quarter = np.where((np.random.default_rng(scan_seed(name)).random(len(noisy)) < 0.25)[:, None], given, np.nan)
+            # a real scanner's normals: its own local estimate (the input's PCA) on the side it saw, 5 % of them wrong
+            rough = estimate(noisy)
+            rough *= np.where((rough * given).sum(1) < 0, -1.0, 1.0)[:, None]
+            rough[np.random.default_rng(scan_seed(name) + 1).random(len(noisy)) < 0.05] *= -1
             full, _ = network_output(model, name, case, noisy)
             row = {"case": case, "mesh": name, "sides": sides}
             for label, pts in (("input", noisy), ("MLS", mls_project(noisy)), ("denoise", mls_fill(full, len(noisy), 0)),
@@ -280,6 +285,8 @@ def normals(meshes, model, backend: str = "open3d"):
                     row[f"{label}, sides from the input's: flipped %"] = score_normals(est, pts, tree, ref_normals, sides)[1]
                     est = estimate(pts, sides_from=(noisy, quarter))  # known on a quarter of the points, the others not
                     row[f"{label}, sides from a quarter of the input's: flipped %"] = score_normals(est, pts, tree, ref_normals, sides)[1]
+                    est = estimate(pts, sides_from=(noisy, rough))
+                    row[f"{label}, sides from rough input normals: flipped %"] = score_normals(est, pts, tree, ref_normals, sides)[1]
                     row[f"{label}, sides from the stations: flipped %"] = float("nan") if towards is None else score_normals(
                         estimate(pts, towards=(noisy, towards)), pts, tree, ref_normals, sides)[1]
             rows.append(row)
@@ -463,7 +470,7 @@ def main() -> None:
         save("surface_normals" + ("_plain" if args.normals_backend == "plain" else ""), rows)
         print(table(rows, ["case", "mesh", "sides"] + [f"{m}: {c}" for m in ("input", "MLS", "denoise", "reconstruct")
                                               for c in ("angle (deg)", "flipped %", "s")]
-                    + [f"{m}, sides from {w}: flipped %" for w in ("the input's", "the stations", "a quarter of the input's") for m in ("denoise", "reconstruct")]))
+                    + [f"{m}, sides from {w}: flipped %" for w in ("the input's", "the stations", "a quarter of the input's", "rough input normals") for m in ("denoise", "reconstruct")]))
     if "depthnoise" in sections:
         rows = depthnoise(meshes, model)
         save("surface_depthnoise", rows)
