@@ -48,8 +48,9 @@ class Surface:
     source: str
     """'mesh' (sampled on faces) or 'points'."""
     normals_from: str
-    """'faces', 'file', 'estimated', 'estimated, facing the scanner' (E57 and PTX scans: the side
-    their stations saw) or 'none' (read_surface(..., normals=False) of a cloud without them)."""
+    """'faces', 'file', 'estimated', 'estimated, their sides from the file's' (a file that knows
+    some of its normals), 'estimated, facing the scanner' (E57, PTX and organized PCD scans: the
+    side their stations saw) or 'none' (read_surface(..., normals=False) of a cloud without them)."""
     path: str
     strays: int = 0
     """Far stray points of the cloud left out (`inr.pointcloud.strays`)."""
@@ -334,7 +335,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
 
     far = strays(scan.points)
     if far.any():  # they would set the box the field is fitted in
-        scan = Scan(*(a if a is None or a is scan.up else a[~far] for a in scan))
+        scan = Scan(*(None if a is None else a[~far] for a in scan[:4]), scan.up)  # up is a direction, not per point
     far = int(far.sum())
     points, colors = scan.points, scan.colors
     if len(points) < 10:
