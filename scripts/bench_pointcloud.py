@@ -1,6 +1,6 @@
 """Point-cloud reconstruction: quality on held-out shapes, the stage-2 PE ablation, speed.
 
-    .venv/bin/python scripts/bench_pointcloud.py [--weights FILE] [--sections quality,ablation,speed]
+    .venv/bin/python scripts/bench_pointcloud.py [--weights FILE] [--sections quality,ablation,speed,convs]
 
 quality: the network against the noisy input and Open3D's statistical-outlier baseline on the
   six held-out meshes of `inr.pointcloud.heldout` (families the training generator never makes),
@@ -17,7 +17,15 @@ ablation: stage 2 retrained from scratch with amplified, plain sinusoidal and no
   then the quality metric (denoise, 1 % and 2 % noise).
 speed: `process_file` (read, network, normals, write PLY) on 100,000 and 1,000,000 input points of a held-out
   mesh (trefoil) with 1 % noise and clean (a dense scan with no noise, where the voxel runs finest): seconds (and the normals' share, timed again alone) and peak resident memory, each in a fresh process, and
-  the output's chamfer_l1 to 2n clean surface points as a ratio to the input's.
+  the output's chamfer_l1 to 2n clean surface points as a ratio to the input's. Run it with
+  INR_NATIVE=0 too for the torch path of the sparse convolutions (an A/B of the whole command).
+convs (not in the default run): the sparse layers alone at inference (no gradient), the torch path
+  against the native kernel (`inr/native/sparse_conv.cpp`), on the voxels of sphere shells of
+  radius 40 and 110 voxels (36,000 and 273,000 sites in a layer 1.8 voxels thick, 16.7 of 27 neighbours
+  active per site), widths
+  32 / 64 / 96 (the network's hourglass levels), medians of 5 calls with the kernel maps built
+  (as the network shares them between a resolution's layers); and building those maps (the
+  torch lookups against the native table) for a 3x3x3 kernel.
 """
 
 from __future__ import annotations
@@ -184,6 +192,55 @@ def speed(weights: Path) -> list:
     return rows
 
 
+def _shell(radius: int) -> torch.Tensor:
+    """The voxels within 0.9 of a sphere of `radius` voxels: a closed surface 1.8 voxels thick."""
+    r = torch.arange(-radius - 2, radius + 3)
+    g = torch.stack(torch.meshgrid(r, r, r, indexing="ij"), -1).view(-1, 3)
+    return g[(g.float().norm(dim=1) - radius).abs() < 0.9]
+
+
+def convs(repeats: int = 5) -> list:
+    from inr import native
+    from inr.pointcloud.sparse_conv import DownConv3d, SparseTensor, SubmanifoldConv3d, UpConv3d, _down_map, kernel_offsets
+
+    def median(f) -> float:
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t)
+        return float(np.median(times))
+
+    def torch_table(x):
+        for off in kernel_offsets(3):
+            x.lookup(x.coords + off, x.batch)
+
+    rows = []
+    for radius in (40, 110):
+        coords = _shell(radius)
+        fresh = lambda: SparseTensor(coords, torch.zeros(len(coords), 1))  # noqa: E731
+        t_torch = median(lambda: torch_table(fresh()))
+        t_native = median(lambda: native.submanifold_table(fresh().keys, 3))
+        rows.append({"what": "neighbour table (3x3x3)", "width": "", "voxels": len(coords), "torch s": round(t_torch, 4),
+                     "native s": round(t_native, 4), "speed-up": round(t_torch / t_native, 1)})
+        for width in (32, 64, 96):
+            x = SparseTensor(coords, torch.randn(len(coords), width, generator=torch.Generator().manual_seed(0)))
+            coarse = _down_map(x)[0]
+            coarse = coarse.replace(torch.randn(len(coarse), width, generator=torch.Generator().manual_seed(1)))
+            for cls in (SubmanifoldConv3d, DownConv3d, UpConv3d):
+                out = {}
+                for backend in ("torch", "native"):
+                    layer = cls(width, width, backend=backend)
+                    call = (lambda: layer(coarse, x)) if cls is UpConv3d else (lambda: layer(x))
+                    with torch.no_grad():
+                        call()  # builds the maps this layer's path caches (a network builds them once per resolution)
+                        out[backend] = median(call)
+                rows.append({"what": cls.__name__, "width": width, "voxels": len(coords), "torch s": round(out["torch"], 4),
+                             "native s": round(out["native"], 4), "speed-up": round(out["torch"] / out["native"], 1)})
+                print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weights", default=str(default_weights()))
@@ -210,6 +267,10 @@ def main() -> None:
         rows = speed(weights)
         print(table(rows, list(rows[0])))
         save("pointcloud_speed", rows)
+    if "convs" in sections:
+        rows = convs()
+        print(table(rows, list(rows[0])))
+        save("pointcloud_convs", rows)
 
 
 if __name__ == "__main__":

@@ -250,11 +250,13 @@ def test_a_reading_on_sampled_tiles_runs_exactly_those_tiles_of_the_whole_pass(m
         monkeypatch.setattr(rec, "READ_SHARE", share)
         with torch.no_grad():
             surface, level, _ = model._read_noise(pts, frame, at=1.0, tile=12, margin=4, sample=True)
-        assert torch.equal(surface, model._run(pts, frame, 0.5, 12, 4, False, tiles=starts))
+            again = model._run(pts, frame, 0.5, 12, 4, False, tiles=starts)  # both inference: one path
+        assert torch.equal(surface, again)
         assert level == pytest.approx(plane_sigma(pts[inside], surface, NOISE_NEIGHBOURS) / frame.voxel)
     for points, share in ((len(pts) // 2, 0.0), (100, 0.5)):
         monkeypatch.setattr(rec, "READ_POINTS", points)
         monkeypatch.setattr(rec, "READ_SHARE", share)
         with torch.no_grad():
             surface, level, _ = model._read_noise(pts, frame, at=1.0, tile=12, margin=4, sample=True)
-        assert torch.equal(surface, model._run(pts, frame, 0.5, 12, 4, False))
+            again = model._run(pts, frame, 0.5, 12, 4, False)
+        assert torch.equal(surface, again)

@@ -8,7 +8,9 @@ callers fall back to their pure-torch twins with one warning.
 
 The C++ side registers plain operators (`torch.ops.inr_native.*`); this module adds their
 autograd formulas and their shapes for torch.compile (`register_fake`), so the compiled NeRF and
-signal fields trace through them like any torch op.
+signal fields trace through them like any torch op. The sparse convolutions' operators
+(`gather_conv`, `submanifold_table`) are forward-only: the point-cloud layers call them for
+inference and train on their torch path.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import List, Sequence
 
 import torch
 
-SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp")
+SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp", "sparse_conv.cpp")
 _HERE = Path(__file__).resolve().parent
 
 
@@ -139,6 +141,14 @@ def _register_python_side() -> None:
 
     torch.library.register_autograd("inr_native::mlp_forward", mlp_backward, setup_context=mlp_setup_context)
 
+    @torch.library.register_fake("inr_native::gather_conv")
+    def _(x, table, weight, bias):
+        return x.new_empty(table.shape[0], weight.shape[2])
+
+    @torch.library.register_fake("inr_native::submanifold_table")
+    def _(keys, k):
+        return keys.new_empty(keys.shape[0], k**3, dtype=torch.int32)
+
 
 def hashgrid(x: torch.Tensor, table: torch.Tensor, scales: Sequence[float], resolutions: List[int], rows: List[int],
              offsets: List[int], features: int) -> torch.Tensor:
@@ -157,3 +167,20 @@ def mlp(x: torch.Tensor, weights: Sequence[torch.Tensor], biases: Sequence[torch
     from .. import _external
 
     return _external.native_cpu().mlp_forward(x, list(weights), list(biases))
+
+
+def gather_conv(x: torch.Tensor, table: torch.Tensor, weight: torch.Tensor, bias=None) -> torch.Tensor:
+    """A sparse convolution's forward pass from its gather table: y_i = bias + sum_o weight[o]^T
+    x[table[i, o]] over the entries >= 0 (-1: none). x (N, Cin) float32, table (M, K) int32,
+    weight (K, Cin, Cout), bias (Cout,) or None -> (M, Cout). Not differentiable (inference)."""
+    from .. import _external
+
+    return _external.native_cpu().gather_conv(x, table, weight, bias)
+
+
+def submanifold_table(keys: torch.Tensor, k: int) -> torch.Tensor:
+    """(M, k^3) int32: for sites with these sorted, unique packed keys (`pointcloud.voxel.pack_keys`),
+    the row of each site's neighbour at each offset of an odd kernel k (x-major), -1 where none."""
+    from .. import _external
+
+    return _external.native_cpu().submanifold_table(keys, k)

@@ -7,7 +7,11 @@ every kernel offset, a gather of the neighbours' features, a matmul with that of
 and an `index_add_` into the outputs (the centre offset, every site's own row, is a plain
 matmul). Kernel maps are cached on the tensor, so the layers of one resolution share them. This
 is the measured-steady CPU path (see ENVIRONMENT.md: spconv's CPU backward needs a patch; this
-runs within ~20 % of its speed).
+runs within ~20 % of its speed), and the one every device, dtype and backward pass takes.
+
+Inference on the CPU (float32, no gradient wanted, no autocast) takes the native kernel instead
+(`inr/native/sparse_conv.cpp`, backend 'auto'): one gather table per layer ((M, K) rows of x, -1
+where none), every output row summed in the cache in one pass (README "Point clouds", speed).
 
 Three layers, each equal to a dense convolution evaluated at the active sites (inactive voxels
 hold zeros), which the tests check:
@@ -25,7 +29,30 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import nn
 
+from .. import _external, native
 from .voxel import pack_keys, unpack_keys
+
+BACKENDS = ("auto", "torch", "native")
+
+
+def _native_runs(layer: nn.Module, x: torch.Tensor) -> bool:
+    """Whether `layer` runs on x with the native kernel: its backend is 'native', or 'auto' and
+    the kernels build here; and the call is one the kernel computes: CPU float32 features and
+    weights, no gradient wanted, no autocast (whose products are bf16)."""
+    if layer.backend == "torch" or x.device.type != "cpu":
+        return False
+    if x.dtype != torch.float32 or layer.weight.dtype != torch.float32 or torch.is_autocast_enabled("cpu"):
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in layer.parameters())):
+        return False
+    problem = _external.why_not(_external.native_cpu)
+    return _external.resolve_backend(layer.backend, "native", "sparse convolutions", problem) == "native"
+
+
+def _check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be 'auto', 'torch' or 'native', got {backend!r}")
+    return backend
 
 
 class SparseTensor:
@@ -69,6 +96,14 @@ def kernel_offsets(k: int, device=None) -> torch.Tensor:
     return torch.tensor(list(itertools.product(r, r, r)), dtype=torch.long, device=device)
 
 
+def _submanifold_table(x: SparseTensor, k: int) -> torch.Tensor:
+    """(M, k^3) int32: the row of each site's neighbour at each kernel offset, -1 where inactive."""
+    key = ("subm-table", k)
+    if key not in x.cache:
+        x.cache[key] = native.submanifold_table(x.keys, k)
+    return x.cache[key]
+
+
 def _submanifold_map(x: SparseTensor, k: int):
     key = ("subm", k)
     if key not in x.cache:
@@ -84,8 +119,10 @@ def _submanifold_map(x: SparseTensor, k: int):
 class SubmanifoldConv3d(nn.Module):
     """y_i = b + sum_{o in kernel} W_o^T x_{i + o} over active neighbours; outputs at the input sites."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, bias: bool = True) -> None:
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, bias: bool = True,
+                 backend: str = "auto") -> None:
         super().__init__()
+        self.backend = _check_backend(backend)
         if kernel_size % 2 != 1:
             raise ValueError("submanifold convolutions need an odd kernel size")
         self.k = kernel_size
@@ -94,6 +131,8 @@ class SubmanifoldConv3d(nn.Module):
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / (kernel_size**3 * in_channels)))  # He
 
     def forward(self, x: SparseTensor) -> SparseTensor:
+        if _native_runs(self, x.feats):
+            return x.replace(native.gather_conv(x.feats, _submanifold_table(x, self.k), self.weight, self.bias))
         centre = self.k**3 // 2  # offset 0: every site is its own neighbour, no gather needed
         out = (x.feats @ self.weight[centre]).to(x.feats.dtype)
         for o, (w, (out_rows, in_rows)) in enumerate(zip(self.weight, _submanifold_map(x, self.k))):
@@ -119,14 +158,21 @@ def _down_map(x: SparseTensor):
 class DownConv3d(nn.Module):
     """Kernel 2, stride 2: each occupied parent cell sums W_c^T x over its occupied children c."""
 
-    def __init__(self, in_channels: int, out_channels: int, bias: bool = True) -> None:
+    def __init__(self, in_channels: int, out_channels: int, bias: bool = True, backend: str = "auto") -> None:
         super().__init__()
+        self.backend = _check_backend(backend)
         self.weight = nn.Parameter(torch.empty(8, in_channels, out_channels))
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / (8 * in_channels)))
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         coarse, inverse, k = _down_map(x)
+        if _native_runs(self, x.feats):
+            if "down-table" not in x.cache:  # each parent's child rows by position, -1 where none
+                table = torch.full((len(coarse), 8), -1, dtype=torch.int32, device=x.feats.device)
+                table[inverse, k] = torch.arange(len(x), dtype=torch.int32, device=x.feats.device)
+                x.cache["down-table"] = table
+            return coarse.replace(native.gather_conv(x.feats, x.cache["down-table"], self.weight, self.bias))
         out = x.feats.new_zeros(len(coarse), self.weight.shape[2])
         for c in range(8):
             rows = (k == c).nonzero()[:, 0]
@@ -141,8 +187,9 @@ class UpConv3d(nn.Module):
     """Kernel 2, stride 2, onto given fine sites: y_f = b + W_c^T x_parent(f), c = f - 2 parent(f)
     (zero input where the parent is not active)."""
 
-    def __init__(self, in_channels: int, out_channels: int, bias: bool = True) -> None:
+    def __init__(self, in_channels: int, out_channels: int, bias: bool = True, backend: str = "auto") -> None:
         super().__init__()
+        self.backend = _check_backend(backend)
         self.weight = nn.Parameter(torch.empty(8, in_channels, out_channels))
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / in_channels))
@@ -154,7 +201,14 @@ class UpConv3d(nn.Module):
             idx, found = x.lookup(parent, target.batch)
             child = target.coords - 2 * parent
             target.cache["up"] = cached = (x.keys, idx, found, child[:, 0] * 4 + child[:, 1] * 2 + child[:, 2])
-        _, idx, found, k = cached
+        _, idx, found, k = cached[:4]
+        if _native_runs(self, x.feats):
+            if len(cached) == 4:  # each child's parent row in the column of its position, -1 elsewhere
+                table = torch.full((len(target), 8), -1, dtype=torch.int32, device=x.feats.device)
+                rows = found.nonzero()[:, 0]
+                table[rows, k[rows]] = idx[rows].to(torch.int32)
+                target.cache["up"] = cached = (*cached, table)
+            return target.replace(native.gather_conv(x.feats, cached[4], self.weight, self.bias))
         out = x.feats.new_zeros(len(target), self.weight.shape[2])
         for c in range(8):
             rows = ((k == c) & found).nonzero()[:, 0]

@@ -1,0 +1,189 @@
+// Sparse convolutions' inference on the CPU: y_i = b + sum_o W_o^T x_{table[i, o]}, over the
+// offsets o whose table entry is a row (>= 0; -1: no neighbour there).
+//
+// One table serves the three layers of inr/pointcloud/sparse_conv.py: a submanifold convolution
+// (table[i, o] = the site at i + offset o), a stride-2 down convolution (a parent's 8 children)
+// and a stride-2 up convolution (a child's parent, in the column of its position in the parent).
+//
+// Why: the torch path runs, per kernel offset, a gather of the neighbours' rows, a small matmul
+// and an index_add_ into the outputs: memory-bound passes over the whole tensor, 27 of them per
+// layer. Here a tile of 48 output rows stays in the L1 cache while every offset's rows are added
+// into it, and each register block keeps kRows rows x up to 4 vectors of outputs in registers
+// while one row of the offset's weights at a time is streamed from the cache. Each output row is
+// summed by one thread in a fixed order: the result does not depend on the number of threads.
+// Forward only (no autograd): the layers take it under torch.no_grad (inference) and train on the
+// torch path.
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
+namespace {
+
+// One vector is one register, as in mlp.cpp: 16 floats with AVX-512, else 8 (AVX2).
+#if defined(__AVX512F__)
+typedef float vec __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
+constexpr int kRows = 6;
+#else
+typedef float vec __attribute__((vector_size(32)));
+constexpr int64_t kLanes = 8;
+constexpr int kRows = 3;
+#endif
+constexpr int64_t kTile = 48;  // output rows per tile
+
+inline vec splat(float a) { return vec{} + a; }
+inline vec load(const float* p) {
+  vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
+
+// C[r] += A[r] @ W for R gathered rows A[r] (K,) and output rows C[r] (MV vectors), W (K, ldw).
+template <int R, int MV>
+inline void add_block(const float* const* A, int64_t K, const float* W, int64_t ldw, float* const* C, int64_t c) {
+  vec acc[R][MV];
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < MV; ++q) acc[r][q] = load(C[r] + c + q * kLanes);
+  for (int64_t k = 0; k < K; ++k) {
+    vec w[MV];
+    for (int q = 0; q < MV; ++q) w[q] = load(W + k * ldw + c + q * kLanes);
+    for (int r = 0; r < R; ++r) {
+      const vec a = splat(A[r][k]);
+      for (int q = 0; q < MV; ++q) acc[r][q] += a * w[q];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < MV; ++q) store(C[r] + c + q * kLanes, acc[r][q]);
+}
+
+// C[r] += A[r] @ W over all M columns (a multiple of kLanes), in blocks of up to 4 vectors.
+template <int R>
+inline void add_rows(const float* const* A, int64_t K, const float* W, int64_t M, float* const* C) {
+  for (int64_t c = 0; c < M; c += 4 * kLanes) {
+    switch (std::min<int64_t>(4, (M - c) / kLanes)) {
+      case 4: add_block<R, 4>(A, K, W, M, C, c); break;
+      case 3: add_block<R, 3>(A, K, W, M, C, c); break;
+      case 2: add_block<R, 2>(A, K, W, M, C, c); break;
+      default: add_block<R, 1>(A, K, W, M, C, c); break;
+    }
+  }
+}
+
+at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at::Tensor& weight_,
+                       const std::optional<at::Tensor>& bias_) {
+  TORCH_CHECK(x_.dim() == 2 && x_.scalar_type() == at::kFloat, "gather_conv: x must be (N, Cin) float32");
+  TORCH_CHECK(weight_.dim() == 3 && weight_.size(1) == x_.size(1) && weight_.scalar_type() == at::kFloat,
+              "gather_conv: weight must be (K, Cin, Cout) float32");
+  TORCH_CHECK(table_.dim() == 2 && table_.size(1) == weight_.size(0) && table_.scalar_type() == at::kInt,
+              "gather_conv: table must be (M, K) int32");
+  const at::Tensor x = x_.contiguous(), table = table_.contiguous();
+  const int64_t N = x.size(0), M = table.size(0), K = weight_.size(0), Cin = x.size(1), Cout = weight_.size(2);
+  const int64_t Cp = (Cout + kLanes - 1) / kLanes * kLanes;  // padded with zero weights and biases
+  at::Tensor weight = at::zeros({K, Cin, Cp}, x.options());
+  weight.narrow(2, 0, Cout).copy_(weight_);
+  at::Tensor bias = at::zeros({Cp}, x.options());
+  if (bias_.has_value() && bias_->defined()) bias.narrow(0, 0, Cout).copy_(*bias_);
+  at::Tensor y = at::empty({M, Cp}, x.options());
+  if (M == 0) return y.narrow(1, 0, Cout);
+  const float* xp = x.data_ptr<float>();
+  const int32_t* tp = table.data_ptr<int32_t>();
+  const float* wp = weight.data_ptr<float>();
+  const float* bp = bias.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  bool bad = false;
+  at::parallel_for(0, (M + kTile - 1) / kTile, 1, [&](int64_t t0, int64_t t1) {
+    const float* A[kTile];
+    float* C[kTile];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = t * kTile, n = std::min(kTile, M - r0);
+      for (int64_t r = 0; r < n; ++r) std::memcpy(yp + (r0 + r) * Cp, bp, Cp * sizeof(float));
+      for (int64_t o = 0; o < K; ++o) {
+        int m = 0;
+        for (int64_t r = 0; r < n; ++r) {
+          const int32_t s = tp[(r0 + r) * K + o];
+          if (s < 0) continue;
+          if (s >= N) {
+            bad = true;
+            continue;
+          }
+          A[m] = xp + s * Cin;
+          C[m] = yp + (r0 + r) * Cp;
+          ++m;
+        }
+        const float* W = wp + o * Cin * Cp;
+        int i = 0;
+        for (; i + kRows <= m; i += kRows) add_rows<kRows>(A + i, Cin, W, Cp, C + i);
+        for (; i < m; ++i) add_rows<1>(A + i, Cin, W, Cp, C + i);
+      }
+    }
+  });
+  TORCH_CHECK(!bad, "gather_conv: a table entry is past x's rows");
+  return Cp == Cout ? y : y.narrow(1, 0, Cout).contiguous();
+}
+
+// The gather table of a submanifold convolution of odd kernel size k over sites whose packed keys
+// (inr/pointcloud/voxel.py pack_keys: batch << 48 | x << 32 | y << 16 | z, each coordinate
+// offset by 2^15) are sorted and unique: table[i, o] = the row of site i + offset o (x-major,
+// as kernel_offsets), -1 where inactive. Sites that differ only in z lie in consecutive rows, so
+// each (dx, dy) costs one binary search and a short forward scan.
+at::Tensor submanifold_table(const at::Tensor& keys_, int64_t k) {
+  TORCH_CHECK(keys_.dim() == 1 && keys_.scalar_type() == at::kLong, "submanifold_table: keys must be (M,) int64");
+  TORCH_CHECK(k >= 1 && k % 2 == 1, "submanifold_table: the kernel size must be odd");
+  const at::Tensor keys = keys_.contiguous();
+  const int64_t M = keys.size(0), r = k / 2, K3 = k * k * k, span = int64_t(1) << 16, mask = span - 1;
+  TORCH_CHECK(M < (int64_t(1) << 31), "submanifold_table: too many sites for int32 rows");
+  at::Tensor table = at::empty({M, K3}, keys.options().dtype(at::kInt));
+  const int64_t* kp = keys.data_ptr<int64_t>();
+  int32_t* tp = table.data_ptr<int32_t>();
+  at::parallel_for(0, M, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t key = kp[i], b = key >> 48, x = (key >> 32) & mask, y = (key >> 16) & mask, z = key & mask;
+      int32_t* row = tp + i * K3;
+      for (int64_t dx = -r; dx <= r; ++dx)
+        for (int64_t dy = -r; dy <= r; ++dy) {
+          int32_t* out = row + ((dx + r) * k + (dy + r)) * k;
+          const int64_t nx = x + dx, ny = y + dy;
+          if (nx < 0 || nx >= span || ny < 0 || ny >= span) {
+            for (int64_t dz = 0; dz < k; ++dz) out[dz] = -1;
+            continue;
+          }
+          const int64_t column = (b << 48) | (nx << 32) | (ny << 16);
+          int64_t pos = std::lower_bound(kp, kp + M, column | std::max<int64_t>(z - r, 0)) - kp;
+          for (int64_t dz = -r; dz <= r; ++dz) {
+            const int64_t nz = z + dz;
+            out[dz + r] = -1;
+            if (nz < 0 || nz >= span) continue;
+            const int64_t want = column | nz;
+            while (pos < M && kp[pos] < want) ++pos;
+            if (pos < M && kp[pos] == want) out[dz + r] = static_cast<int32_t>(pos);
+          }
+        }
+    }
+  });
+  return table;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(inr_native, m) {
+  m.def("gather_conv(Tensor x, Tensor table, Tensor weight, Tensor? bias) -> Tensor");
+  m.def("submanifold_table(Tensor keys, int k) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(inr_native, CPU, m) {
+  m.impl("gather_conv", &gather_conv);
+  m.impl("submanifold_table", &submanifold_table);
+}

@@ -1,0 +1,173 @@
+"""The native sparse convolutions (inr/native/sparse_conv.cpp) against dense convolutions and the
+torch path: the same values, the gather table equal to the torch lookups, independent of the
+thread count, taken only for inference (CPU float32, no gradient wanted, no autocast), and a
+clean fallback where the kernels are turned off."""
+
+import pytest
+import torch
+
+from inr import native
+from inr.pointcloud import sparse_conv
+from inr.pointcloud.sparse_conv import DownConv3d, SparseTensor, SubmanifoldConv3d, UpConv3d, kernel_offsets
+
+from .helpers import run_without_native
+
+
+def _sites(n=9, p=0.3, seed=0, batches=1):
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.rand(batches, n, n, n, generator=g) < p
+    idx = mask.nonzero()
+    return mask, idx[:, 1:], idx[:, 0]
+
+
+def _dense(mask, coords, batch, feats):
+    d = torch.zeros(mask.shape[0], feats.shape[1], *mask.shape[1:], dtype=feats.dtype)
+    d[batch, :, coords[:, 0], coords[:, 1], coords[:, 2]] = feats
+    return d
+
+
+def _pair(cls, cin, cout, **kw):
+    torch.manual_seed(cin * 7 + cout)
+    slow, fast = cls(cin, cout, backend="torch", **kw), cls(cin, cout, backend="native", **kw)
+    torch.nn.init.normal_(slow.bias)
+    fast.load_state_dict(slow.state_dict())
+    return slow, fast
+
+
+@pytest.mark.parametrize("k,cin,cout", [(3, 5, 7), (3, 32, 32), (3, 64, 96), (5, 3, 17), (1, 4, 4)])
+def test_native_submanifold_conv_equals_the_dense_conv3d(k, cin, cout):
+    mask, coords, batch = _sites(seed=k + cin, batches=2)
+    feats = torch.randn(len(coords), cin, generator=torch.Generator().manual_seed(1))
+    _, conv = _pair(SubmanifoldConv3d, cin, cout, kernel_size=k)
+    with torch.no_grad():
+        y = conv(SparseTensor(coords, feats, batch))
+        # conv3d's weight (out, in, i, j, k) at kernel index (i, j, k) reads input x + (i, j, k) - k // 2
+        w = conv.weight.view(k, k, k, cin, cout).permute(4, 3, 0, 1, 2)
+        ref = torch.nn.functional.conv3d(_dense(mask, coords, batch, feats).double(), w.double(),
+                                         conv.bias.double(), padding=k // 2)
+    at = ref[y.batch, :, y.coords[:, 0], y.coords[:, 1], y.coords[:, 2]]
+    assert "subm-table" in str(list(y.cache))  # the native table was built: the kernel ran
+    torch.testing.assert_close(y.feats.double(), at, rtol=1e-5, atol=1e-5)
+
+
+def test_native_gather_table_equals_the_torch_lookups_batches_and_edges():
+    # sites at the ends of the coordinate range too, where a neighbour's key would leave it
+    _, coords, batch = _sites(n=7, p=0.5, seed=3, batches=3)
+    edge = torch.tensor([[-(2**15), 0, 0], [2**15 - 1, 5, 2**15 - 1], [0, -(2**15), 3]])
+    coords = torch.cat([coords - 3, edge])
+    batch = torch.cat([batch, torch.tensor([0, 1, 2])])
+    x = SparseTensor(coords, torch.zeros(len(coords), 1), batch)
+    for k in (1, 3, 5):
+        table = native.submanifold_table(x.keys, k)
+        ref = torch.full_like(table, -1)
+        for o, off in enumerate(kernel_offsets(k)):
+            shifted = x.coords + off
+            inside = ((shifted >= -(2**15)) & (shifted < 2**15)).all(1)
+            idx, found = x.lookup(shifted[inside], x.batch[inside])
+            ref[inside.nonzero()[:, 0], o] = torch.where(found, idx, -1).int()
+        assert torch.equal(table, ref)
+        assert (table[:, k**3 // 2] == torch.arange(len(x))).all()  # every site is its own centre
+
+
+def test_native_down_and_up_convs_equal_the_torch_path():
+    mask, coords, batch = _sites(n=10, p=0.3, seed=4, batches=2)
+    feats = torch.randn(len(coords), 6, generator=torch.Generator().manual_seed(2))
+    (down_t, down_n), (up_t, up_n) = _pair(DownConv3d, 6, 16), _pair(UpConv3d, 16, 5)
+    with torch.no_grad():
+        xt, xn = SparseTensor(coords, feats, batch), SparseTensor(coords, feats, batch)
+        yt, yn = down_t(xt), down_n(xn)
+        assert torch.equal(yt.coords, yn.coords) and "down-table" in xn.cache and "down-table" not in xt.cache
+        torch.testing.assert_close(yn.feats, yt.feats, rtol=1e-5, atol=1e-5)
+        # up onto sites some of whose parents are inactive (they read zeros: the bias alone)
+        target = SparseTensor(torch.cat([coords, coords.new_tensor([[40, 40, 40]])]),
+                              torch.zeros(len(coords) + 1, 0), torch.cat([batch, batch.new_tensor([0])]))
+        zt, zn = up_t(yt, target), up_n(yn, SparseTensor(target.coords, target.feats, target.batch))
+    torch.testing.assert_close(zn.feats, zt.feats, rtol=1e-5, atol=1e-5)
+    orphan = (zn.coords == 40).all(1)  # rows are in key order: find the site by its coordinates
+    assert int(orphan.sum()) == 1
+    torch.testing.assert_close(zn.feats[orphan][0], up_n.bias.detach())
+
+
+def test_native_conv_does_not_depend_on_the_thread_count():
+    _, coords, batch = _sites(n=14, p=0.4, seed=5)
+    x = SparseTensor(coords, torch.randn(len(coords), 32, generator=torch.Generator().manual_seed(3)), batch)
+    _, conv = _pair(SubmanifoldConv3d, 32, 32)
+    threads = torch.get_num_threads()
+    try:
+        outs = []
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            with torch.no_grad():
+                outs.append(conv(x).feats)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+def test_only_inference_takes_the_native_kernel(monkeypatch):
+    calls = []
+    real = native.gather_conv
+    monkeypatch.setattr(native, "gather_conv", lambda *a: calls.append(1) or real(*a))
+    _, coords, batch = _sites(seed=6)
+    feats = torch.randn(len(coords), 4)
+    slow, conv = _pair(SubmanifoldConv3d, 4, 4)
+    auto = SubmanifoldConv3d(4, 4)  # backend 'auto'
+    with torch.no_grad():
+        conv(SparseTensor(coords, feats))
+        auto(SparseTensor(coords, feats))
+        slow(SparseTensor(coords, feats))  # backend 'torch'
+        conv.double()(SparseTensor(coords, feats.double()))  # float64: torch
+        conv.float()
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16 products: torch
+            conv(SparseTensor(coords, feats))
+    assert len(calls) == 2
+    # training: gradients flow through the torch path, equal to the torch backend's
+    leaf = feats.clone().requires_grad_(True)
+    conv(SparseTensor(coords, leaf)).feats.square().sum().backward()
+    ref = feats.clone().requires_grad_(True)
+    slow(SparseTensor(coords, ref)).feats.square().sum().backward()
+    assert len(calls) == 2
+    torch.testing.assert_close(leaf.grad, ref.grad)
+    torch.testing.assert_close(conv.weight.grad, slow.weight.grad)
+    with pytest.raises(ValueError, match="backend"):
+        SubmanifoldConv3d(4, 4, backend="spconv")
+
+
+def test_the_reconstruction_network_agrees_on_both_paths():
+    from inr.pointcloud.network import ReconstructionConfig, VoxelNet
+
+    torch.manual_seed(0)
+    cfg = ReconstructionConfig(width=16, hourglasses=2, depth=2, moments=True)
+    net = VoxelNet(cfg).eval()
+    _, coords, _ = _sites(n=16, p=0.25, seed=7)
+    feats = torch.randn(len(coords), net.in_features)
+    with torch.no_grad():
+        fast = net(SparseTensor(coords, feats))
+        for m in net.modules():
+            if hasattr(m, "backend"):
+                m.backend = "torch"
+        slow = net(SparseTensor(coords, feats))
+    assert torch.equal(fast.sites.coords, slow.sites.coords)
+    for a, b in zip(fast.logits, slow.logits):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_sparse_convs_fall_back_to_torch_with_one_warning_when_native_is_off():
+    code = (
+        "import warnings, torch\n"
+        "from inr.pointcloud.sparse_conv import SparseTensor, SubmanifoldConv3d\n"
+        "conv = SubmanifoldConv3d(3, 2)\n"
+        "x = SparseTensor(torch.tensor([[0, 0, 0], [0, 0, 1]]), torch.ones(2, 3))\n"
+        "with warnings.catch_warnings(record=True) as w, torch.no_grad():\n"
+        "    warnings.simplefilter('always')\n"
+        "    y = conv(x); conv(x)\n"
+        "print(list(y.cache), len([m for m in w if 'native' in str(m.message)]))\n"
+    )
+    assert run_without_native(code).strip() == "[('subm', 3)] 1"  # the torch path's maps, one warning
+
+
+def test_backend_names_are_checked():
+    for cls in (DownConv3d, UpConv3d):
+        with pytest.raises(ValueError, match="backend"):
+            cls(2, 2, backend="cuda")
+    assert sparse_conv.BACKENDS == ("auto", "torch", "native")
