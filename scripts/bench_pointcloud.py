@@ -49,7 +49,7 @@ from inr.pointcloud.shapes import Corruption, corrupt, sample_surface  # noqa: E
 from inr.pointcloud.mls import mls_fill  # noqa: E402
 from inr.tasks.pointcloud import default_weights  # noqa: E402
 from inr.tasks.pointcloud import statistical_outlier_baseline as baseline  # noqa: E402
-from inr.tasks.pointcloud_train import load_weights  # noqa: E402
+from inr.pointcloud.weights import load_weights  # noqa: E402
 
 CASES = {
     "noise 1%": Corruption(noise=(0.01, 0.01), sparsity=(4, 4), outliers=(0, 0), holes=(0, 0)),

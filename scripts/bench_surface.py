@@ -161,7 +161,7 @@ def network_output(model, name: str, case: str, noisy):
 
 def load_model(weights=None):
     from inr.tasks.pointcloud import default_weights
-    from inr.tasks.pointcloud_train import load_weights
+    from inr.pointcloud.weights import load_weights
 
     return load_weights(Path(weights) if weights else default_weights())
 

@@ -686,7 +686,7 @@ def test_chamfer_loss_value_and_gradient():
 def test_pointcloud_train_cli_writes_loadable_weights(tmp_path, capsys):
     from inr.cli import main
     from inr.errors import InputError
-    from inr.tasks.pointcloud_train import load_weights
+    from inr.pointcloud.weights import load_weights
 
     out = tmp_path / "run"
     tiny = ["--set", "train.dense_points=3000", "--set", "train.shape_pool=2", "--set", "model.width=8",
@@ -703,6 +703,19 @@ def test_pointcloud_train_cli_writes_loadable_weights(tmp_path, capsys):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="not a point-cloud weights file"):
         load_weights(tmp_path / "bad.pt")
+
+
+def test_pointcloud_inference_does_not_import_lightning():
+    # the maths layer and the inference commands load weights without the training stack
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from inr.tasks.pointcloud import network_points\n"
+            "pts, _ = network_points(np.random.default_rng(0).normal(size=(500, 3)))\n"
+            "print(len(pts) > 0, 'lightning' in sys.modules, 'lightning.pytorch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True False False"
 
 
 def test_pointcloud_train_runs_under_bf16_autocast(tmp_path, capsys):

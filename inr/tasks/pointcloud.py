@@ -75,7 +75,7 @@ def network_points(points: np.ndarray, weights: Optional[Path] = None, voxel: Op
     import torch
 
     from ..devices import resolve_device
-    from .pointcloud_train import load_weights
+    from ..pointcloud.weights import load_weights
 
     path = Path(weights) if weights else default_weights()
     if not weights and not path.is_file():

@@ -25,8 +25,9 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..errors import InputError
 from ..pointcloud.network import ReconstructionConfig, VoxelNet
-from ..pointcloud.reconstruct import (LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, LEGACY_VOXEL_RULE, Reconstructor, make_frame,
+from ..pointcloud.reconstruct import (LEGACY_NOISE_DENSITY, LEGACY_NOISE_VOXEL, Reconstructor, make_frame,
                                       plane_sigma)
+from ..pointcloud.weights import load_weights, read_weights
 from ..pointcloud.shapes import Corruption, _rotation, corrupt, fragment_cut, open_cut, random_shape, sample_surface, scan_pair, sdf_mesh
 from ..presets import PointCloudTrainConfig
 from .optim import adam_with_decay, check_loss, retarget_learning_rate
@@ -209,37 +210,12 @@ def store_voxel_rule(path: Path, rule, share_rule, noise_voxel: float, noise_den
     their noise is read at (`Reconstructor.noise_voxel`) and the density it is read at
     (`Reconstructor.noise_density`), replacing the file atomically; the rest of the file is kept
     as it is."""
-    data, _ = _read_weights(path)  # a clear error for a file that is not point-cloud weights
+    data, _ = read_weights(path)  # a clear error for a file that is not point-cloud weights
     data["state_dict"]["voxel_rule"] = torch.tensor([[float(x), float(y)] for x, y in rule])
     data["state_dict"]["share_rule"] = torch.tensor([[float(x), float(y)] for x, y in share_rule])
     data["state_dict"]["noise_voxel"] = torch.tensor(float(noise_voxel))
     data["state_dict"]["noise_density"] = torch.tensor(float(noise_density))
     _save_atomic(data, path)
-
-
-def load_weights(path) -> Reconstructor:
-    """The model a weights file (a path or its string) holds, in eval mode."""
-    return _read_weights(Path(path))[1]
-
-
-def _read_weights(path: Path) -> Tuple[Dict[str, Any], Reconstructor]:
-    """(the file's contents as stored, the model they hold in eval mode)."""
-    if not path.is_file():
-        raise InputError(path, "no such weights file")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-        model = Reconstructor(ReconstructionConfig(**data["config"]), data["voxels_per_diagonal"])
-        state = dict(data["state_dict"])
-        state.setdefault("max_density", torch.tensor(0.0))  # weights from before it was recorded: the default
-        # weights from before the rule / its reading voxel / its reading density were stored
-        state.setdefault("voxel_rule", torch.tensor(LEGACY_VOXEL_RULE))
-        state.setdefault("share_rule", state["voxel_rule"].clone())  # one rule served both before
-        state.setdefault("noise_voxel", torch.tensor(LEGACY_NOISE_VOXEL))
-        state.setdefault("noise_density", torch.tensor(LEGACY_NOISE_DENSITY))
-        model.load_state_dict(state)
-    except Exception as exc:  # pickle/zip/key errors all mean "not our weights"
-        raise InputError(path, f"is not a point-cloud weights file ({exc.__class__.__name__})") from None
-    return data, model.eval()
 
 
 def validation_pairs(n: int = 4, seed: int = 10_000) -> List[Tuple[np.ndarray, np.ndarray]]:
