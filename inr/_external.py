@@ -8,6 +8,7 @@ fast backend is skipped on a device where it would have run.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import warnings
@@ -173,3 +174,20 @@ def experiment_logger(name: str):
 def viser():
     """The viser package (the web viewer's server)."""
     return _probe("viser", lambda: importlib.import_module("viser"))
+
+
+def not_traced(fn: Callable) -> Callable:
+    """fn as `torch.compiler.disable` makes it (never traced into a compiled graph: it runs eagerly
+    there), with the disable applied on fn's first call instead of at its definition: disable
+    imports torch._dynamo (~1 s), which a command that never compiles (`inr --help`, point-cloud
+    inference) need not pay for. A first call inside a compiled region runs it eagerly too."""
+    disabled = None
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        nonlocal disabled
+        if disabled is None:
+            disabled = torch.compiler.disable(fn)
+        return disabled(*args, **kwargs)
+
+    return call

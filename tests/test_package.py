@@ -93,3 +93,16 @@ def test_point_clouds_without_open3d(tmp_path, monkeypatch):
             cloud = o3d.io.read_point_cloud(str(tmp_path / f"{name}.ply"))
             assert np.abs(np.asarray(cloud.points) - where).max() <= (0 if name == "far" else 1e-6)
             assert np.abs(np.asarray(cloud.normals) - normals).max() < 1e-6
+
+
+def test_the_cli_imports_no_compiler_metrics_or_training_stack():
+    # `inr --help` and the point-cloud commands need none of them: torch._dynamo (~1 s, imported
+    # by torch.compiler.disable, now applied on first call), torchmetrics (~1 s, imported by the
+    # metrics on first use) and Lightning (training only)
+    code = ("import contextlib, io, sys\n"
+            "from inr.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    main(['--help'])\n"
+            "print(*[m in sys.modules for m in ('torch._dynamo', 'torchmetrics', 'lightning', 'inr.tasks.audio')])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False", "False", "True"]  # the tasks are registered, their heavy imports deferred

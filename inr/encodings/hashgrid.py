@@ -157,7 +157,7 @@ class HashGrid(Encoding):
         requested = self.backend if self.backend in ("auto", "torch", fast) else "torch"
         return _external.resolve_backend(requested, fast, "hashgrid", problem)
 
-    @torch.compiler.disable  # probing may build a backend: never inside a traced graph
+    @_external.not_traced  # probing may build a backend: never inside a traced graph
     def prepare_backend(self, device: torch.device) -> str:
         backend = self._backends[device.type] = self.backend_for(device)
         if backend == "tcnn":

@@ -59,7 +59,7 @@ class MLP(Network):
             return "torch"  # with 8-float vectors the fused kernel loses to torch's GEMMs on wide layers
         return _external.resolve_backend(self.backend, "native", "mlp", _external.why_not(_external.native_cpu))
 
-    @torch.compiler.disable  # probing may build the kernels: never inside a traced graph
+    @_external.not_traced  # probing may build the kernels: never inside a traced graph
     def prepare_backend(self, device: torch.device) -> str:
         backend = self._backends[device.type] = self.backend_for(device)
         return backend
