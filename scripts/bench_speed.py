@@ -3,6 +3,7 @@ and the framework overhead of a Lightning fit against a plain PyTorch loop.
 
     .venv/bin/python scripts/bench_speed.py            # all sections, ~5 minutes on 2 cores
     .venv/bin/python scripts/bench_speed.py --section cpu_kernels   # native kernels vs the twin
+    .venv/bin/python scripts/bench_speed.py --section startup       # whole commands' start-up, fresh processes
 
 Medians of 5 after 2 warm-ups; ratios are measured in the same run (the machine is shared).
 """
@@ -268,9 +269,44 @@ def section_native_mlp(rows, n: int = 1 << 16):
         print(table(rows[-1:], KERNEL_COLS).splitlines()[-1], flush=True)
 
 
+def section_startup(rows, repeats: int = 5):
+    """Wall seconds of whole commands in fresh processes, started in the current directory (its
+    `inr` package, so an old checkout can be timed the same way): `inr --help`, `inr pointcloud
+    denoise` of a 5,000-point sphere with 1 % noise (shipped weights), and the bare `import inr.cli`
+    with which heavy modules it loaded. Median of `repeats` after one warm-up (which also builds the
+    native kernels where they are not cached)."""
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    tmp = Path(tempfile.mkdtemp())
+    rng = np.random.default_rng(0)
+    sphere = rng.normal(size=(5000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    np.savetxt(tmp / "sphere.xyz", sphere + rng.normal(scale=0.01 * 2 * np.sqrt(3), size=sphere.shape))  # 1 % of the diagonal
+    probe = ("import sys, inr.cli; print(' '.join(m for m in ('torch._dynamo', 'torchmetrics', 'lightning') "
+             "if m in sys.modules) or 'none')")
+    commands = [("inr --help", ["-m", "inr", "--help"]),
+                ("inr pointcloud denoise (5,000 points)", ["-m", "inr", "pointcloud", "denoise", str(tmp / "sphere.xyz"),
+                                                          "--out", str(tmp / "out.ply")]),
+                ("import inr.cli", ["-c", probe])]
+    for name, args in commands:
+        times, out = [], ""
+        for k in range(repeats + 1):
+            t = time.perf_counter()
+            out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True).stdout
+            if k:
+                times.append(time.perf_counter() - t)
+        rows.append({"command": name, "seconds": f"{sorted(times)[len(times) // 2]:.2f}",
+                     "heavy modules loaded": out.strip().splitlines()[-1] if name == "import inr.cli" else ""})
+        print(rows[-1], flush=True)
+
+
 KERNEL_COLS = ["what", "n", "twin", "native", "speed-up", "bytes"]
 SECTIONS = {"mlp": (section_mlp, COLS), "hashgrid": (section_hashgrid, COLS), "overhead": (section_overhead, COLS),
-            "cpu_kernels": (section_cpu_kernels, KERNEL_COLS)}
+            "cpu_kernels": (section_cpu_kernels, KERNEL_COLS),
+            "startup": (section_startup, ["command", "seconds", "heavy modules loaded"])}
 
 
 def main() -> None:
@@ -282,8 +318,8 @@ def main() -> None:
     for name, (fn, cols) in SECTIONS.items():
         if args.only and name not in args.only:
             continue
-        if name == "cpu_kernels" and not args.only:
-            continue  # run on request: it builds the kernels and takes ~3 minutes
+        if name in ("cpu_kernels", "startup") and not args.only:
+            continue  # run on request: kernels build and take ~3 minutes; start-up times whole commands
         rows: list = []
         fn(rows)
         print(table(rows, cols))
