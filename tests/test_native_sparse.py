@@ -171,3 +171,13 @@ def test_backend_names_are_checked():
         with pytest.raises(ValueError, match="backend"):
             cls(2, 2, backend="cuda")
     assert sparse_conv.BACKENDS == ("auto", "torch", "native")
+
+
+def test_native_gather_conv_refuses_a_table_past_the_rows():
+    x = torch.randn(4, 3)
+    table = torch.tensor([[0, 1], [2, 4]], dtype=torch.int32)  # row 4 of 4: past the end
+    with pytest.raises(RuntimeError, match="past x's rows"):
+        native.gather_conv(x, table, torch.randn(2, 3, 5), None)
+    table[1, 1] = -1  # -1: no neighbour there, the bias alone where none
+    out = native.gather_conv(x, table, w := torch.randn(2, 3, 5), b := torch.randn(5))
+    torch.testing.assert_close(out, torch.stack([b + x[0] @ w[0] + x[1] @ w[1], b + x[2] @ w[0]]))

@@ -19,6 +19,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -103,7 +104,7 @@ at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at:
   const float* wp = weight.data_ptr<float>();
   const float* bp = bias.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  bool bad = false;
+  std::atomic<bool> bad{false};
   at::parallel_for(0, (M + kTile - 1) / kTile, 1, [&](int64_t t0, int64_t t1) {
     const float* A[kTile];
     float* C[kTile];
@@ -116,7 +117,7 @@ at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at:
           const int32_t s = tp[(r0 + r) * K + o];
           if (s < 0) continue;
           if (s >= N) {
-            bad = true;
+            bad.store(true, std::memory_order_relaxed);
             continue;
           }
           A[m] = xp + s * Cin;
@@ -130,7 +131,7 @@ at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at:
       }
     }
   });
-  TORCH_CHECK(!bad, "gather_conv: a table entry is past x's rows");
+  TORCH_CHECK(!bad.load(), "gather_conv: a table entry is past x's rows");
   return Cp == Cout ? y : y.narrow(1, 0, Cout).contiguous();
 }
 
