@@ -62,9 +62,9 @@ def report() -> List[str]:
                                                f"{_native_folder()})" if native == "usable" else f"torch twin ({native})"))
     lines.append("  CPU ReLU MLPs:       " + ("native fused C++ MLP (inr/native/mlp.cpp)" if native == "usable"
                                                else f"torch ({native})") + "; CUDA MLPs run in torch")
-    lines.append("  sparse convolutions: " + ("native C++ kernel for inference (inr/native/sparse_conv.cpp)"
+    lines.append("  sparse convolutions: " + ("native C++ kernel (inr/native/sparse_conv.cpp)"
                                                if native == "usable" else f"torch ({native})")
-                 + "; training and CUDA run in torch")
+                 + "; CUDA runs in torch")
     lines.append(f"  occupancy marcher:   {march}")
     o3d = _reason(_external.open3d)
     lines.append("  point clouds:        " + ("open3d (k-NN, PLY/PCD/XYZ, outlier baseline)" if o3d == "usable"

@@ -19,7 +19,7 @@ speed: `process_file` (read, network, normals, write PLY) on 100,000 and 1,000,0
   mesh (trefoil) with 1 % noise and clean (a dense scan with no noise, where the voxel runs finest): seconds (and the normals' share, timed again alone) and peak resident memory, each in a fresh process, and
   the output's chamfer_l1 to 2n clean surface points as a ratio to the input's. Run it with
   INR_NATIVE=0 too for the torch path of the sparse convolutions (an A/B of the whole command).
-convs (not in the default run): the sparse layers alone at inference (no gradient), the torch path
+convs (not in the default run): the sparse layers alone, forward without gradients, the torch path
   against the native kernel (`inr/native/sparse_conv.cpp`), on the voxels of sphere shells of
   radius 40 and 110 voxels (36,000 and 273,000 sites in a layer 1.8 voxels thick, 16.7 of 27 neighbours
   active per site), widths

@@ -9,8 +9,9 @@ callers fall back to their pure-torch twins with one warning.
 The C++ side registers plain operators (`torch.ops.inr_native.*`); this module adds their
 autograd formulas and their shapes for torch.compile (`register_fake`), so the compiled NeRF and
 signal fields trace through them like any torch op. The sparse convolutions' operators
-(`gather_conv`, `submanifold_table`) are forward-only: the point-cloud layers call them for
-inference and train on their torch path.
+(`gather_conv`, `submanifold_table`) have no autograd formula of their own: the point-cloud
+layers' autograd Function (`pointcloud.sparse_conv._GatherConv`) calls gather_conv for the input
+gradient too, over the transposed table.
 """
 
 from __future__ import annotations
@@ -172,7 +173,8 @@ def mlp(x: torch.Tensor, weights: Sequence[torch.Tensor], biases: Sequence[torch
 def gather_conv(x: torch.Tensor, table: torch.Tensor, weight: torch.Tensor, bias=None) -> torch.Tensor:
     """A sparse convolution's forward pass from its gather table: y_i = bias + sum_o weight[o]^T
     x[table[i, o]] over the entries >= 0 (-1: none). x (N, Cin) float32, table (M, K) int32,
-    weight (K, Cin, Cout), bias (Cout,) or None -> (M, Cout). Not differentiable (inference)."""
+    weight (K, Cin, Cout), bias (Cout,) or None -> (M, Cout). Not differentiable itself: the
+    point-cloud layers' `_GatherConv` gives it gradients."""
     from .. import _external
 
     return _external.native_cpu().gather_conv(x, table, weight, bias)

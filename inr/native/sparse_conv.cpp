@@ -1,4 +1,4 @@
-// Sparse convolutions' inference on the CPU: y_i = b + sum_o W_o^T x_{table[i, o]}, over the
+// Sparse convolutions on the CPU: y_i = b + sum_o W_o^T x_{table[i, o]}, over the
 // offsets o whose table entry is a row (>= 0; -1: no neighbour there).
 //
 // One table serves the three layers of inr/pointcloud/sparse_conv.py: a submanifold convolution
@@ -11,8 +11,8 @@
 // into it, and each register block keeps kRows rows x up to 4 vectors of outputs in registers
 // while one row of the offset's weights at a time is streamed from the cache. Each output row is
 // summed by one thread in a fixed order: the result does not depend on the number of threads.
-// Forward only (no autograd): the layers take it under torch.no_grad (inference) and train on the
-// torch path.
+// The same op gives the input gradient (inr/pointcloud/sparse_conv.py _GatherConv: the transposed
+// table, the weights transposed); weight gradients are matmuls per offset in torch.
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

@@ -7,11 +7,14 @@ every kernel offset, a gather of the neighbours' features, a matmul with that of
 and an `index_add_` into the outputs (the centre offset, every site's own row, is a plain
 matmul). Kernel maps are cached on the tensor, so the layers of one resolution share them. This
 is the measured-steady CPU path (see ENVIRONMENT.md: spconv's CPU backward needs a patch; this
-runs within ~20 % of its speed), and the one every device, dtype and backward pass takes.
+runs within ~20 % of its speed), and the one CUDA, float64 and autocast take.
 
-Inference on the CPU (float32, no gradient wanted, no autocast) takes the native kernel instead
+On the CPU in float32 without autocast the layers take the native kernel instead
 (`inr/native/sparse_conv.cpp`, backend 'auto'): one gather table per layer ((M, K) rows of x, -1
-where none), every output row summed in the cache in one pass (README "Point clouds", speed).
+where none), every output row summed in the cache in one pass (README "Native CPU kernels").
+Training goes through it too (`_GatherConv`): the input gradient is the same gather over the
+transposed table (for a submanifold convolution the table itself, the offsets mirrored), the
+weight gradient one matmul per offset over its rows.
 
 Three layers, each equal to a dense convolution evaluated at the active sites (inactive voxels
 hold zeros), which the tests check:
@@ -38,15 +41,55 @@ BACKENDS = ("auto", "torch", "native")
 def _native_runs(layer: nn.Module, x: torch.Tensor) -> bool:
     """Whether `layer` runs on x with the native kernel: its backend is 'native', or 'auto' and
     the kernels build here; and the call is one the kernel computes: CPU float32 features and
-    weights, no gradient wanted, no autocast (whose products are bf16)."""
+    weights, no autocast (whose products are bf16)."""
     if layer.backend == "torch" or x.device.type != "cpu":
         return False
     if x.dtype != torch.float32 or layer.weight.dtype != torch.float32 or torch.is_autocast_enabled("cpu"):
         return False
-    if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in layer.parameters())):
-        return False
     problem = _external.why_not(_external.native_cpu)
     return _external.resolve_backend(layer.backend, "native", "sparse convolutions", problem) == "native"
+
+
+def _wants_grad(layer: nn.Module, x: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in layer.parameters()))
+
+
+class _GatherConv(torch.autograd.Function):
+    """native.gather_conv with its gradients. `transposed`: the table of the transposed convolution
+    (for each input row, the output rows that read it, in the column of the weight they used;
+    with `mirror`, in the mirrored column: a submanifold convolution's own table)."""
+
+    @staticmethod
+    def forward(ctx, feats, weight, bias, table, transposed, mirror: bool):
+        ctx.save_for_backward(feats, weight, table, transposed)
+        ctx.mirror, ctx.has_bias = mirror, bias is not None
+        return native.gather_conv(feats, table, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        feats, weight, table, transposed = ctx.saved_tensors
+        grad = grad.contiguous()
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            w = weight.flip(0) if ctx.mirror else weight
+            grad_x = native.gather_conv(grad, transposed, w.transpose(1, 2), None)
+        if ctx.needs_input_grad[1]:
+            grad_w = torch.zeros_like(weight)
+            for o in range(table.shape[1]):
+                rows = (table[:, o] >= 0).nonzero()[:, 0]
+                if len(rows):
+                    grad_w[o] = feats[table[rows, o].long()].t() @ grad[rows]
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad.sum(0)
+        return grad_x, grad_w, grad_b, None, None, None
+
+
+def _native_conv(layer: nn.Module, feats: torch.Tensor, table: torch.Tensor, transposed, mirror: bool = False):
+    """The layer's output features through the native kernel; `transposed()` gives the transposed
+    table, built only where a gradient is wanted."""
+    if _wants_grad(layer, feats):
+        return _GatherConv.apply(feats, layer.weight, layer.bias, table, transposed(), mirror)
+    return native.gather_conv(feats, table, layer.weight, layer.bias)
 
 
 def _check_backend(backend: str) -> str:
@@ -132,7 +175,8 @@ class SubmanifoldConv3d(nn.Module):
 
     def forward(self, x: SparseTensor) -> SparseTensor:
         if _native_runs(self, x.feats):
-            return x.replace(native.gather_conv(x.feats, _submanifold_table(x, self.k), self.weight, self.bias))
+            table = _submanifold_table(x, self.k)
+            return x.replace(_native_conv(self, x.feats, table, lambda: table, mirror=True))
         centre = self.k**3 // 2  # offset 0: every site is its own neighbour, no gather needed
         out = (x.feats @ self.weight[centre]).to(x.feats.dtype)
         for o, (w, (out_rows, in_rows)) in enumerate(zip(self.weight, _submanifold_map(x, self.k))):
@@ -172,7 +216,15 @@ class DownConv3d(nn.Module):
                 table = torch.full((len(coarse), 8), -1, dtype=torch.int32, device=x.feats.device)
                 table[inverse, k] = torch.arange(len(x), dtype=torch.int32, device=x.feats.device)
                 x.cache["down-table"] = table
-            return coarse.replace(native.gather_conv(x.feats, x.cache["down-table"], self.weight, self.bias))
+
+            def transposed():  # each child's parent row in the column of its position
+                if "down-table-t" not in x.cache:
+                    t = torch.full((len(x), 8), -1, dtype=torch.int32, device=x.feats.device)
+                    t[torch.arange(len(x), device=x.feats.device), k] = inverse.to(torch.int32)
+                    x.cache["down-table-t"] = t
+                return x.cache["down-table-t"]
+
+            return coarse.replace(_native_conv(self, x.feats, x.cache["down-table"], transposed))
         out = x.feats.new_zeros(len(coarse), self.weight.shape[2])
         for c in range(8):
             rows = (k == c).nonzero()[:, 0]
@@ -203,12 +255,20 @@ class UpConv3d(nn.Module):
             target.cache["up"] = cached = (x.keys, idx, found, child[:, 0] * 4 + child[:, 1] * 2 + child[:, 2])
         _, idx, found, k = cached[:4]
         if _native_runs(self, x.feats):
+            rows = found.nonzero()[:, 0]
             if len(cached) == 4:  # each child's parent row in the column of its position, -1 elsewhere
                 table = torch.full((len(target), 8), -1, dtype=torch.int32, device=x.feats.device)
-                rows = found.nonzero()[:, 0]
                 table[rows, k[rows]] = idx[rows].to(torch.int32)
-                target.cache["up"] = cached = (*cached, table)
-            return target.replace(native.gather_conv(x.feats, cached[4], self.weight, self.bias))
+                target.cache["up"] = cached = (*cached, table, {})
+
+            def transposed():  # each parent's child rows by position
+                if "t" not in cached[5]:
+                    t = torch.full((len(x), 8), -1, dtype=torch.int32, device=x.feats.device)
+                    t[idx[rows], k[rows]] = rows.to(torch.int32)
+                    cached[5]["t"] = t
+                return cached[5]["t"]
+
+            return target.replace(_native_conv(self, x.feats, cached[4], transposed))
         out = x.feats.new_zeros(len(target), self.weight.shape[2])
         for c in range(8):
             rows = ((k == c) & found).nonzero()[:, 0]
