@@ -42,7 +42,7 @@ def test_native_build_folder_is_one_per_install(tmp_path, monkeypatch):
     assert native.build_directory() == here  # stable: later processes find their build
     copy = tmp_path / "native"
     copy.mkdir()
-    for name in native.SOURCES:
+    for name in native.SOURCES + native.HEADERS:
         shutil.copy(native._HERE / name, copy / name)
     monkeypatch.setattr(native, "_HERE", copy)
     # the same sources in another checkout get their own folder (a shared one recompiled on each switch)

@@ -21,6 +21,9 @@ def test_wheel_holds_every_module_preset_and_asset(tmp_path):
     source = {str(p.relative_to(ROOT)) for p in (ROOT / "inr").rglob("*.py")}
     missing = sorted(s for s in source if s not in names)
     assert not missing, f"modules missing from the wheel: {missing}"
+    from inr.native import HEADERS, SOURCES  # the native kernels compile from the installed package
+
+    assert {f"inr/native/{n}" for n in SOURCES + HEADERS} <= names
     for folder, pattern in (("configs", "*/*.yaml"), ("assets", "*.p[nt]*"), ("scenes", "*/transforms_*.json")):
         for f in (ROOT / folder).glob(pattern):
             assert f"inr/{folder}/{f.relative_to(ROOT / folder)}" in names, f"{f} is not in the wheel"

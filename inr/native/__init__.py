@@ -29,6 +29,8 @@ from typing import List, Sequence
 import torch
 
 SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp", "sparse_conv.cpp")
+HEADERS = ("vectors.h",)
+"""Included by the sources: part of the build folder's key, so an edit rebuilds."""
 _HERE = Path(__file__).resolve().parent
 
 
@@ -51,7 +53,7 @@ def build_directory() -> Path:
     (or venvs) sharing one folder rewrote it in turn and recompiled everything on each switch
     (a 70 s stall inside a timed fit-sdf run, once a fresh clone had run its tests)."""
     digest = hashlib.sha256()
-    for name in SOURCES:
+    for name in SOURCES + HEADERS:
         digest.update((_HERE / name).read_bytes())
     digest.update(f"{torch.__version__}|{platform.machine()}|{_cpu_signature()}".encode())
     digest.update(f"{_HERE}|{Path(torch.__file__).resolve().parent}".encode())

@@ -26,39 +26,11 @@
 #include <type_traits>
 #include <vector>
 
-// This file wants fused multiply-adds (the library is built with -ffp-contract=off so that the
-// hash grid rounds like its torch twin; an MLP has no bitwise twin to match).
-#if defined(__clang__)
-#pragma clang fp contract(fast)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=fast")
-#endif
+#include "vectors.h"  // vec, kLanes, kRows, kTile, splat/load/store, padded, for_column_blocks; FMA on
 
 namespace {
 
-// One vector is one register: 16 floats with AVX-512, else 8 (AVX2). A 16-float vector on an
-// AVX2 machine (two registers each) left the register blocks spilling to memory: 5-10x slower
-// than torch's layers on an AVX2 EPYC, where 8-float vectors restore the blocking.
-#if defined(__AVX512F__)
-typedef float vec __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
-constexpr int kRows = 6;  // 6 rows x 4 vectors of accumulators + 4 weight vectors + 1 broadcast <= 32 registers
-#else
-typedef float vec __attribute__((vector_size(32)));
-constexpr int64_t kLanes = 8;
-constexpr int kRows = 3;  // 3 rows x 4 vectors + 4 weight vectors + 1 broadcast: 17 of 16 registers, one reloaded
-#endif
-constexpr int64_t kTile = 48;     // rows per tile: a multiple of kRows
 constexpr int64_t kChunk = 2048;  // rows per partial weight gradient
-
-inline vec splat(float a) { return vec{} + a; }
-inline vec load(const float* p) {
-  vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
-inline int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
 enum Epilogue { kNone, kRelu, kMask };
 
@@ -87,19 +59,6 @@ inline void gemm_block(const float* A, int64_t lda, int64_t K, const float* W, i
       if (epilogue == kMask) v = load(mask + r * ldm + q * kLanes) > zero ? v : zero;
       store(C + r * ldc + q * kLanes, v);
     }
-}
-
-// Calls f(column, std::integral_constant<int, MV>) for each block of up to 4 vectors of M columns.
-template <typename F>
-inline void for_column_blocks(int64_t M, F&& f) {
-  for (int64_t c = 0; c < M; c += 4 * kLanes) {
-    switch (std::min<int64_t>(4, (M - c) / kLanes)) {
-      case 4: f(c, std::integral_constant<int, 4>{}); break;
-      case 3: f(c, std::integral_constant<int, 3>{}); break;
-      case 2: f(c, std::integral_constant<int, 2>{}); break;
-      default: f(c, std::integral_constant<int, 1>{}); break;
-    }
-  }
 }
 
 template <int R>

@@ -24,33 +24,10 @@
 #include <cstring>
 #include <optional>
 
-#if defined(__clang__)
-#pragma clang fp contract(fast)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=fast")
-#endif
+#include "vectors.h"  // vec, kLanes, kRows, kTile (output rows per tile), splat/load/store, padded,
+                      // for_column_blocks; FMA on
 
 namespace {
-
-// One vector is one register, as in mlp.cpp: 16 floats with AVX-512, else 8 (AVX2).
-#if defined(__AVX512F__)
-typedef float vec __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
-constexpr int kRows = 6;
-#else
-typedef float vec __attribute__((vector_size(32)));
-constexpr int64_t kLanes = 8;
-constexpr int kRows = 3;
-#endif
-constexpr int64_t kTile = 48;  // output rows per tile
-
-inline vec splat(float a) { return vec{} + a; }
-inline vec load(const float* p) {
-  vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
 
 // C[r] += A[r] @ W for R gathered rows A[r] (K,) and output rows C[r] (MV vectors), W (K, ldw).
 template <int R, int MV>
@@ -73,14 +50,7 @@ inline void add_block(const float* const* A, int64_t K, const float* W, int64_t 
 // C[r] += A[r] @ W over all M columns (a multiple of kLanes), in blocks of up to 4 vectors.
 template <int R>
 inline void add_rows(const float* const* A, int64_t K, const float* W, int64_t M, float* const* C) {
-  for (int64_t c = 0; c < M; c += 4 * kLanes) {
-    switch (std::min<int64_t>(4, (M - c) / kLanes)) {
-      case 4: add_block<R, 4>(A, K, W, M, C, c); break;
-      case 3: add_block<R, 3>(A, K, W, M, C, c); break;
-      case 2: add_block<R, 2>(A, K, W, M, C, c); break;
-      default: add_block<R, 1>(A, K, W, M, C, c); break;
-    }
-  }
+  for_column_blocks(M, [&](int64_t c, auto mv) { add_block<R, decltype(mv)::value>(A, K, W, M, C, c); });
 }
 
 at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at::Tensor& weight_,
@@ -92,7 +62,7 @@ at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at:
               "gather_conv: table must be (M, K) int32");
   const at::Tensor x = x_.contiguous(), table = table_.contiguous();
   const int64_t N = x.size(0), M = table.size(0), K = weight_.size(0), Cin = x.size(1), Cout = weight_.size(2);
-  const int64_t Cp = (Cout + kLanes - 1) / kLanes * kLanes;  // padded with zero weights and biases
+  const int64_t Cp = padded(Cout);  // padded with zero weights and biases
   at::Tensor weight = at::zeros({K, Cin, Cp}, x.options());
   weight.narrow(2, 0, Cout).copy_(weight_);
   at::Tensor bias = at::zeros({Cp}, x.options());

@@ -255,14 +255,15 @@ class UpConv3d(nn.Module):
             target.cache["up"] = cached = (x.keys, idx, found, child[:, 0] * 4 + child[:, 1] * 2 + child[:, 2])
         _, idx, found, k = cached[:4]
         if _native_runs(self, x.feats):
-            rows = found.nonzero()[:, 0]
             if len(cached) == 4:  # each child's parent row in the column of its position, -1 elsewhere
+                rows = found.nonzero()[:, 0]
                 table = torch.full((len(target), 8), -1, dtype=torch.int32, device=x.feats.device)
                 table[rows, k[rows]] = idx[rows].to(torch.int32)
                 target.cache["up"] = cached = (*cached, table, {})
 
             def transposed():  # each parent's child rows by position
                 if "t" not in cached[5]:
+                    rows = found.nonzero()[:, 0]
                     t = torch.full((len(x), 8), -1, dtype=torch.int32, device=x.feats.device)
                     t[idx[rows], k[rows]] = rows.to(torch.int32)
                     cached[5]["t"] = t
