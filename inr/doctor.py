@@ -65,6 +65,9 @@ def report() -> List[str]:
     lines.append("  sparse convolutions: " + ("native C++ kernel (inr/native/sparse_conv.cpp)"
                                                if native == "usable" else f"torch ({native})")
                  + "; CUDA runs in torch")
+    lines.append("  point transformer:   " + ("native C++ kernel at inference (inr/native/encoder.cpp)"
+                                               if native == "usable" else f"torch ({native})")
+                 + "; training and CUDA run in torch")
     lines.append(f"  occupancy marcher:   {march}")
     o3d = _reason(_external.open3d)
     lines.append("  point clouds:        " + ("open3d (k-NN, PLY/PCD/XYZ, outlier baseline)" if o3d == "usable"

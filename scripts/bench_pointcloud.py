@@ -1,6 +1,6 @@
 """Point-cloud reconstruction: quality on held-out shapes, the stage-2 PE ablation, speed.
 
-    .venv/bin/python scripts/bench_pointcloud.py [--weights FILE] [--sections quality,ablation,speed,convs]
+    .venv/bin/python scripts/bench_pointcloud.py [--weights FILE] [--sections quality,ablation,speed,convs,stage2]
 
 quality: the network against the noisy input and Open3D's statistical-outlier baseline on the
   six held-out meshes of `inr.pointcloud.heldout` (families the training generator never makes),
@@ -26,6 +26,10 @@ convs (not in the default run): the sparse layers alone, forward without gradien
   32 / 64 / 96 (the network's hourglass levels), medians of 5 calls with the kernel maps built
   (as the network shares them between a resolution's layers); and building those maps (the
   torch lookups against the native table) for a 3x3x3 kernel.
+stage2 (not in the default run): the network's stage 2 alone (the shipped weights' PointNet), forward
+  without gradients on 8,192 voxels of 32 neighbours each (30 % of them padding), medians of 12
+  interleaved calls: the torch path in blocks of 1,024 voxels (its block before 2026-12-06) and
+  of 256, against the native transformer (`inr/native/encoder.cpp`) in blocks of 256 and 1,024.
 """
 
 from __future__ import annotations
@@ -241,6 +245,34 @@ def convs(repeats: int = 5) -> list:
     return rows
 
 
+def stage2(weights: Path, repeats: int = 12) -> list:
+    from inr.pointcloud.network import PointNet
+
+    net = load_weights(weights).stage2
+    cfg, chunks = net.cfg, (PointNet.CHUNK, PointNet.NATIVE_CHUNK)
+    g = torch.Generator().manual_seed(0)
+    V = 8192
+    feats = torch.randn(V, cfg.width, generator=g)
+    rel = torch.rand(V, cfg.neighbours, 3, generator=g) * 4 - 2
+    mask = torch.rand(V, cfg.neighbours, generator=g) < 0.3
+    runs = [("torch", 1024), ("torch", 256), ("native", 256), ("native", 1024)]
+    times, outs = {r: [] for r in runs}, {}
+    try:
+        with torch.no_grad():
+            for _ in range(repeats):
+                for backend, block in runs:
+                    net.backend, PointNet.CHUNK, PointNet.NATIVE_CHUNK = backend, block, block
+                    t = time.perf_counter()
+                    outs[backend, block] = net(feats, rel, mask)
+                    times[backend, block].append(time.perf_counter() - t)
+    finally:
+        PointNet.CHUNK, PointNet.NATIVE_CHUNK = chunks
+    base = float(np.median(times[runs[0]]))
+    return [{"path": backend, "voxels per block": block, "voxels": V, "median s": round(float(np.median(times[backend, block])), 4),
+             "speed-up": round(base / float(np.median(times[backend, block])), 2),
+             "max abs difference": float((outs[backend, block] - outs[runs[0]]).abs().max())} for backend, block in runs]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weights", default=str(default_weights()))
@@ -271,6 +303,10 @@ def main() -> None:
         rows = convs()
         print(table(rows, list(rows[0])))
         save("pointcloud_convs", rows)
+    if "stage2" in sections:
+        rows = stage2(weights)
+        print(table(rows, list(rows[0])))
+        save("pointcloud_stage2", rows)
 
 
 if __name__ == "__main__":

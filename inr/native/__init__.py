@@ -11,7 +11,8 @@ autograd formulas and their shapes for torch.compile (`register_fake`), so the c
 signal fields trace through them like any torch op. The sparse convolutions' operators
 (`gather_conv`, `submanifold_table`) have no autograd formula of their own: the point-cloud
 layers' autograd Function (`pointcloud.sparse_conv._GatherConv`) calls gather_conv for the input
-gradient too, over the transposed table.
+gradient too, over the transposed table. `encoder_first_token` (the point-cloud network's stage-2
+transformer) is for inference only: training runs torch's layers.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import List, Sequence
 
 import torch
 
-SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp", "sparse_conv.cpp")
-HEADERS = ("vectors.h",)
+SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp", "sparse_conv.cpp", "encoder.cpp")
+HEADERS = ("vectors.h", "gemm.h")
 """Included by the sources: part of the build folder's key, so an edit rebuilds."""
 _HERE = Path(__file__).resolve().parent
 
@@ -152,6 +153,10 @@ def _register_python_side() -> None:
     def _(keys, k):
         return keys.new_empty(keys.shape[0], k**3, dtype=torch.int32)
 
+    @torch.library.register_fake("inr_native::encoder_first_token")
+    def _(tokens, keep, params, heads, eps):
+        return tokens.new_empty(tokens.shape[0], tokens.shape[2])
+
 
 def hashgrid(x: torch.Tensor, table: torch.Tensor, scales: Sequence[float], resolutions: List[int], rows: List[int],
              offsets: List[int], features: int) -> torch.Tensor:
@@ -188,3 +193,16 @@ def submanifold_table(keys: torch.Tensor, k: int) -> torch.Tensor:
     from .. import _external
 
     return _external.native_cpu().submanifold_table(keys, k)
+
+
+def encoder_first_token(tokens: torch.Tensor, keep: torch.Tensor, params: Sequence[torch.Tensor], heads: int,
+                        eps: float) -> torch.Tensor:
+    """Transformer encoder layers (nn.TransformerEncoderLayer with norm_first=False, ReLU, no
+    dropout) on many short sequences, the first token's output of the last layer alone.
+    tokens (V, T, d) float32, keep (V, T) bool (False: a key left out), params 12 per layer:
+    in_proj weight and bias, out_proj weight and bias, norm1 weight and bias, linear1 weight and
+    bias, linear2 weight and bias, norm2 weight and bias; all LayerNorms with `eps` -> (V, d).
+    Inference only (no gradient)."""
+    from .. import _external
+
+    return _external.native_cpu().encoder_first_token(tokens, keep, list(params), heads, eps)

@@ -26,59 +26,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "vectors.h"  // vec, kLanes, kRows, kTile, splat/load/store, padded, for_column_blocks; FMA on
+#include "gemm.h"  // gemm (register-blocked C = A @ W with an epilogue); vectors.h: vec, kLanes, kTile, ...; FMA on
 
 namespace {
 
 constexpr int64_t kChunk = 2048;  // rows per partial weight gradient
-
-enum Epilogue { kNone, kRelu, kMask };
-
-// C[R, kLanes MV] = A[R, K] @ W[K, kLanes MV] (+ bias), then ReLU, or times (mask > 0), or nothing.
-template <int R, int MV>
-inline void gemm_block(const float* A, int64_t lda, int64_t K, const float* W, int64_t ldw, const float* bias, float* C,
-                       int64_t ldc, Epilogue epilogue, const float* mask, int64_t ldm) {
-  vec acc[R][MV];
-  for (int q = 0; q < MV; ++q) {
-    const vec b = bias ? load(bias + q * kLanes) : splat(0.f);
-    for (int r = 0; r < R; ++r) acc[r][q] = b;
-  }
-  for (int64_t k = 0; k < K; ++k) {
-    vec w[MV];
-    for (int q = 0; q < MV; ++q) w[q] = load(W + k * ldw + q * kLanes);
-    for (int r = 0; r < R; ++r) {
-      const vec a = splat(A[r * lda + k]);
-      for (int q = 0; q < MV; ++q) acc[r][q] += a * w[q];
-    }
-  }
-  const vec zero = splat(0.f);
-  for (int r = 0; r < R; ++r)
-    for (int q = 0; q < MV; ++q) {
-      vec v = acc[r][q];
-      if (epilogue == kRelu) v = v > zero ? v : zero;
-      if (epilogue == kMask) v = load(mask + r * ldm + q * kLanes) > zero ? v : zero;
-      store(C + r * ldc + q * kLanes, v);
-    }
-}
-
-template <int R>
-inline void gemm_rows(const float* A, int64_t lda, int64_t K, const float* W, int64_t ldw, int64_t M, const float* bias,
-                      float* C, int64_t ldc, Epilogue epilogue, const float* mask, int64_t ldm) {
-  for_column_blocks(M, [&](int64_t c, auto mv) {
-    gemm_block<R, decltype(mv)::value>(A, lda, K, W + c, ldw, bias ? bias + c : nullptr, C + c, ldc, epilogue,
-                                       mask ? mask + c : nullptr, ldm);
-  });
-}
-
-// C[n, M] = A[n, K] @ W[K, M] (+ bias) with an epilogue; M a multiple of kLanes, n <= kTile.
-void gemm(int64_t n, const float* A, int64_t lda, int64_t K, const float* W, int64_t M, const float* bias, float* C,
-          int64_t ldc, Epilogue epilogue = kNone, const float* mask = nullptr, int64_t ldm = 0) {
-  int64_t r = 0;
-  for (; r + kRows <= n; r += kRows)
-    gemm_rows<kRows>(A + r * lda, lda, K, W, M, M, bias, C + r * ldc, ldc, epilogue, mask ? mask + r * ldm : nullptr, ldm);
-  for (; r < n; ++r)
-    gemm_rows<1>(A + r * lda, lda, K, W, M, M, bias, C + r * ldc, ldc, epilogue, mask ? mask + r * ldm : nullptr, ldm);
-}
 
 // dW[KB, kLanes MV] += A[n, KB]^T @ G[n, kLanes MV]
 template <int KB, int MV>

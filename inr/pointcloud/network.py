@@ -17,6 +17,7 @@ from typing import Any, Dict, List, NamedTuple, Tuple
 import torch
 from torch import nn
 
+from .. import _external, native
 from ..encodings.amplified import AmplifiedEncoding
 from .sparse_conv import DownConv3d, SparseTensor, SubmanifoldConv3d, UpConv3d, kernel_offsets
 from .voxel import pack_keys, unpack_keys
@@ -162,26 +163,61 @@ class PointNet(nn.Module):
         layer = nn.TransformerEncoderLayer(cfg.d_model, cfg.heads, 2 * cfg.d_model, dropout=0.0, batch_first=True)
         self.transformer = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
         self.out = nn.Linear(cfg.d_model, 3 * cfg.points_per_voxel)
+        self.backend = "auto"
+        """The transformer's: 'native' (inr/native/encoder.cpp, inference on CPU float32 only),
+        'torch', or 'auto' (native where it runs, else torch; `INR_NATIVE=0` turns it off)."""
 
-    CHUNK = 1024
-    """Voxels per block of the forward: the tokens of 1,024 voxels (33 x 64 floats each) stay in a
-    CPU's cache through a layer's memory-bound steps; stage 2 on 12,000 voxels ran 1.0 s whole and
-    0.64 s in such blocks (2 cores)."""
+    CHUNK = 256
+    """Voxels per block of the torch path's forward: the tokens of 256 voxels (33 x 64 floats
+    each, 2.2 MB) stay in a CPU's cache through a layer's memory-bound steps. On 8,192 voxels,
+    blocks of 256 ran in 0.58 of the time of blocks of 1,024, the block before (2 cores, medians
+    of 12, `scripts/bench_pointcloud.py --sections stage2`), with the same outputs bit for bit."""
+    NATIVE_CHUNK = 1024
+    """Voxels per block when the transformer runs natively (it keeps its own groups of voxels in
+    the cache): 1,024 ran in 0.92 of the time of 256 (the same benchmark)."""
 
     def forward(self, voxel_feats: torch.Tensor, rel: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """voxel_feats (V, width), rel (V, k, 3) neighbour positions in voxel units, mask (V, k)
         True where padded -> (V, K, 3) offsets in voxel units (within +-1 of the centre)."""
-        if len(voxel_feats) > self.CHUNK:
-            return torch.cat([self(*(t[i:i + self.CHUNK] for t in (voxel_feats, rel, mask)))
-                              for i in range(0, len(voxel_feats), self.CHUNK)])
+        native_runs = self._native_runs(voxel_feats, rel)
+        block = self.NATIVE_CHUNK if native_runs else self.CHUNK
+        return torch.cat([self._block(*(t[i:i + block] for t in (voxel_feats, rel, mask)), native_runs)
+                          for i in range(0, len(voxel_feats), block)] or [self._block(voxel_feats, rel, mask, False)])
+
+    def _block(self, voxel_feats: torch.Tensor, rel: torch.Tensor, mask: torch.Tensor, native_runs: bool) -> torch.Tensor:
         enc = rel if self.pe is None else self.pe(rel.reshape(-1, 3)).view(*rel.shape[:2], -1)
         tokens = torch.cat([self.voxel_in(voxel_feats)[:, None], self.point_in(enc)], 1)
-        keep = torch.cat([torch.ones_like(mask[:, :1]), ~mask], 1)[:, None, None, :]  # (V, 1, 1, 1 + k)
+        keep = torch.cat([torch.ones_like(mask[:, :1]), ~mask], 1)  # (V, 1 + k)
         layers = self.transformer.layers
-        for k, layer in enumerate(layers):
-            # only the voxel token's output is read: the last layer computes its row alone
-            tokens = _encoder_layer(layer, tokens, tokens[:, :1] if k == len(layers) - 1 else tokens, keep)
-        return torch.tanh(self.out(tokens[:, 0])).view(-1, self.cfg.points_per_voxel, 3)
+        if native_runs:
+            first = native.encoder_first_token(tokens, keep, self._native_params(), self.cfg.heads, layers[0].norm1.eps)
+        else:
+            for k, layer in enumerate(layers):
+                # only the voxel token's output is read: the last layer computes its row alone
+                tokens = _encoder_layer(layer, tokens, tokens[:, :1] if k == len(layers) - 1 else tokens,
+                                        keep[:, None, None, :])
+            first = tokens[:, 0]
+        return torch.tanh(self.out(first)).view(-1, self.cfg.points_per_voxel, 3)
+
+    def _native_runs(self, voxel_feats: torch.Tensor, rel: torch.Tensor) -> bool:
+        """Whether the transformer runs natively: inference (no gradient wanted) on CPU float32
+        without autocast, and the backend allows it (`backend`)."""
+        if self.backend == "torch" or voxel_feats.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
+            return False
+        if voxel_feats.dtype != torch.float32 or self.out.weight.dtype != torch.float32:
+            return False
+        if torch.is_grad_enabled() and (voxel_feats.requires_grad or rel.requires_grad
+                                        or any(p.requires_grad for p in self.parameters())):
+            return False
+        problem = _external.why_not(_external.native_cpu)
+        return _external.resolve_backend(self.backend, "native", "stage 2's transformer", problem) == "native"
+
+    def _native_params(self) -> list:
+        return [t for layer in self.transformer.layers
+                for t in (layer.self_attn.in_proj_weight, layer.self_attn.in_proj_bias, layer.self_attn.out_proj.weight,
+                          layer.self_attn.out_proj.bias, layer.norm1.weight, layer.norm1.bias, layer.linear1.weight,
+                          layer.linear1.bias, layer.linear2.weight, layer.linear2.bias, layer.norm2.weight,
+                          layer.norm2.bias)]
 
 
 def _encoder_layer(layer: nn.TransformerEncoderLayer, x: torch.Tensor, rows: torch.Tensor,
