@@ -1,6 +1,6 @@
 """Point-cloud reconstruction: quality on held-out shapes, the stage-2 PE ablation, speed.
 
-    .venv/bin/python scripts/bench_pointcloud.py [--weights FILE] [--sections quality,ablation,speed,convs,stage2]
+    .venv/bin/python scripts/bench_pointcloud.py [--weights FILE] [--sections quality,ablation,speed,convs,stage2,mls]
 
 quality: the network against the noisy input and Open3D's statistical-outlier baseline on the
   six held-out meshes of `inr.pointcloud.heldout` (families the training generator never makes),
@@ -30,6 +30,11 @@ stage2 (not in the default run): the network's stage 2 alone (the shipped weight
   without gradients on 8,192 voxels of 32 neighbours each (30 % of them padding), medians of 12
   interleaved calls: the torch path in blocks of 1,024 voxels (its block before 2026-12-06) and
   of 256, against the native transformer (`inr/native/encoder.cpp`) in blocks of 256 and 1,024.
+mls (not in the default run): the MLS projections, NumPy path against the native one
+  (`inr/native/mls.cpp`), medians of 3: one projection of 1,000,000 points of a noisy unit sphere
+  (σ = 1 % of the diagonal) onto the jets of their k = 30 nearest (`--baseline mls` runs two), the
+  neighbour search given (the projection alone) and with it; and `mls_fill` from 55,000 points of
+  the sphere to 1,000,000 (the 1 % trefoil's row of the speed section fills as much).
 """
 
 from __future__ import annotations
@@ -273,6 +278,55 @@ def stage2(weights: Path, repeats: int = 12) -> list:
              "max abs difference": float((outs[backend, block] - outs[runs[0]]).abs().max())} for backend, block in runs]
 
 
+def mls_speed(repeats: int = 3) -> list:
+    from inr import native
+    from inr.pointcloud import mls
+    from inr.pointcloud.knn import knn
+
+    rng = np.random.default_rng(0)
+
+    def sphere(n):
+        p = rng.normal(size=(n, 3))
+        return p / np.linalg.norm(p, axis=1, keepdims=True) + rng.normal(scale=0.01 * 2 * np.sqrt(3), size=(n, 3))
+
+    def median(f) -> float:
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t)
+        return float(np.median(times))
+
+    x, few = sphere(1_000_000), sphere(55_000)
+    idx, d2 = knn(torch.from_numpy(x), torch.from_numpy(x), 30)
+    xt, d2d = torch.from_numpy(x), d2.double()
+    rows = []
+    runs = {
+        "projection alone, k = 30": (lambda: [mls._project_chunk(x[i:i + mls.PROJECT_CHUNK], x, idx[i:i + mls.PROJECT_CHUNK].numpy(),
+                                                                   d2[i:i + mls.PROJECT_CHUNK].numpy())
+                                              for i in range(0, len(x), mls.PROJECT_CHUNK)],
+                                     lambda: native.mls_project(xt, xt, idx, d2d)),
+        "projection with the neighbour search, k = 30": (lambda: mls._project_once(x, 30, backend="numpy"),
+                                                         lambda: mls._project_once(x, 30, backend="native")),
+    }
+    for what, (slow, fast) in runs.items():
+        t_numpy, t_native = median(slow), median(fast)
+        rows.append({"what": what, "points": len(x), "numpy s": round(t_numpy, 2), "native s": round(t_native, 2),
+                     "speed-up": round(t_numpy / t_native, 1)})
+        print(rows[-1], flush=True)
+    real = mls._project_once
+    times = {}
+    for backend in ("numpy", "native"):
+        mls._project_once = lambda *a, _b=backend, **kw: real(*a, **{**kw, "backend": _b})
+        try:
+            times[backend] = median(lambda: mls.mls_fill(few, len(x)))
+        finally:
+            mls._project_once = real
+    rows.append({"what": "mls_fill 55,000 -> 1,000,000", "points": len(x), "numpy s": round(times["numpy"], 2),
+                 "native s": round(times["native"], 2), "speed-up": round(times["numpy"] / times["native"], 1)})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weights", default=str(default_weights()))
@@ -307,6 +361,10 @@ def main() -> None:
         rows = stage2(weights)
         print(table(rows, list(rows[0])))
         save("pointcloud_stage2", rows)
+    if "mls" in sections:
+        rows = mls_speed()
+        print(table(rows, list(rows[0])))
+        save("pointcloud_mls", rows)
 
 
 if __name__ == "__main__":

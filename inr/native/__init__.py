@@ -29,7 +29,7 @@ from typing import List, Sequence
 
 import torch
 
-SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp", "sparse_conv.cpp", "encoder.cpp")
+SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp", "sparse_conv.cpp", "encoder.cpp", "mls.cpp")
 HEADERS = ("vectors.h", "gemm.h")
 """Included by the sources: part of the build folder's key, so an edit rebuilds."""
 _HERE = Path(__file__).resolve().parent
@@ -157,6 +157,10 @@ def _register_python_side() -> None:
     def _(tokens, keep, params, heads, eps):
         return tokens.new_empty(tokens.shape[0], tokens.shape[2])
 
+    @torch.library.register_fake("inr_native::mls_project")
+    def _(x, ref, idx, d2):
+        return x.new_empty(x.shape[0], 3)
+
 
 def hashgrid(x: torch.Tensor, table: torch.Tensor, scales: Sequence[float], resolutions: List[int], rows: List[int],
              offsets: List[int], features: int) -> torch.Tensor:
@@ -206,3 +210,13 @@ def encoder_first_token(tokens: torch.Tensor, keep: torch.Tensor, params: Sequen
     from .. import _external
 
     return _external.native_cpu().encoder_first_token(tokens, keep, list(params), heads, eps)
+
+
+def mls_project(x: torch.Tensor, ref: torch.Tensor, idx: torch.Tensor, d2: torch.Tensor) -> torch.Tensor:
+    """Each point of x (N, 3) float64 projected onto the second-order jet fitted to its neighbours
+    in ref (M, 3) float64: idx (N, k) int64 their rows, d2 (N, k) float64 their squared distances,
+    nearest first (k <= 64) -> (N, 3) float64. The maths of `pointcloud.mls` (its NumPy path is the
+    twin). Not differentiable."""
+    from .. import _external
+
+    return _external.native_cpu().mls_project(x, ref, idx, d2)

@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from .. import _external, native
 from .knn import knn
 
 MLS_NEIGHBOURS = 30
@@ -23,6 +24,8 @@ MLS_PASSES = 2
 PROJECT_CHUNK = 1 << 17
 """Points projected at once: their neighbourhoods and jets take ~0.5 GB at k = 30 (all at once,
 mls_fill's last round on a million points held ~5 GB)."""
+NATIVE_MAX_NEIGHBOURS = 64
+"""The native projection's most neighbours per point (more: the NumPy path)."""
 FILL_NEIGHBOURS, FILL_PAIRS, FILL_REACH, FILL_ROUNDS = 16, 6, 2.0, 8
 """mls_fill: the jet's neighbours, the nearest points each point pairs with, the longest pair
 (in median nearest-point spacings), the most rounds."""
@@ -36,14 +39,27 @@ def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_P
     return x
 
 
-def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None) -> np.ndarray:
-    """x projected onto the jets fitted to each one's k nearest points of ref (default: x); the
-    jets in chunks of PROJECT_CHUNK points (each point's projection is its own: the same result)."""
+def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None, backend: str = "auto") -> np.ndarray:
+    """x projected onto the jets fitted to each one's k nearest points of ref (default: x).
+    backend: 'native' (inr/native/mls.cpp), 'numpy' (the jets in chunks of PROJECT_CHUNK points;
+    each point's projection is its own: the same result), or 'auto' (native where it builds)."""
     ref = x if ref is None else ref
     idx, d2 = knn(torch.from_numpy(x), torch.from_numpy(ref), k)  # float64: knn takes them relative to the box centre
+    if _native_runs(backend, k):
+        return native.mls_project(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(ref)),
+                                  idx, d2.double()).numpy()
     idx, d2 = idx.numpy(), d2.numpy()
     return np.concatenate([_project_chunk(x[i:i + PROJECT_CHUNK], ref, idx[i:i + PROJECT_CHUNK], d2[i:i + PROJECT_CHUNK])
                            for i in range(0, len(x), PROJECT_CHUNK)] or [np.zeros((0, 3))])
+
+
+def _native_runs(backend: str, k: int) -> bool:
+    if backend not in ("auto", "numpy", "native"):
+        raise ValueError(f"backend must be 'auto', 'numpy' or 'native', got {backend!r}")
+    if backend == "numpy" or k > NATIVE_MAX_NEIGHBOURS:
+        return False
+    problem = _external.why_not(_external.native_cpu)
+    return _external.resolve_backend(backend, "native", "MLS projections", problem) == "native"
 
 
 def _project_chunk(x: np.ndarray, ref: np.ndarray, idx: np.ndarray, d2: np.ndarray) -> np.ndarray:
