@@ -161,3 +161,83 @@ def test_normals_of_an_e57_scan_face_the_stations_that_saw_it(tmp_path, capsys):
     p = scan.points
     inward = -(seg[:, 0] - SITE) / np.linalg.norm(seg[:, 0] - SITE, axis=1, keepdims=True)
     assert kind == "points" and (((seg[:, 1] - seg[:, 0]) * inward).sum(1) > 0).mean() > 0.99
+
+
+def _write_scans_with_normals(path, scans):
+    """An E57 file whose scans carry the surface-normals extension (`nor:normalX/Y/Z`), written
+    through libE57's nodes (pye57's writer has no such fields). scans: (points, normals, rotation
+    w x y z, translation, invalid mask or None, with normals) in the scan's own frame."""
+    import uuid
+
+    from pye57 import libe57
+
+    e57 = pye57.E57(str(path), mode="w")
+    imf = e57.image_file
+    imf.extensionsAdd("nor", "http://www.libe57.org/E57_EXT_surface_normals.txt")
+    for points, normals, rotation, translation, invalid, with_normals in scans:
+        scan = libe57.StructureNode(imf)
+        scan.set("guid", libe57.StringNode(imf, "{%s}" % uuid.uuid4()))
+        pose, rot, tr = libe57.StructureNode(imf), libe57.StructureNode(imf), libe57.StructureNode(imf)
+        for key, value in zip("wxyz", rotation):
+            rot.set(key, libe57.FloatNode(imf, float(value)))
+        for key, value in zip("xyz", translation):
+            tr.set(key, libe57.FloatNode(imf, float(value)))
+        pose.set("rotation", rot)
+        pose.set("translation", tr)
+        scan.set("pose", pose)
+        columns = {"cartesianX": points[:, 0], "cartesianY": points[:, 1], "cartesianZ": points[:, 2]}
+        if with_normals:
+            columns.update({"nor:normalX": normals[:, 0], "nor:normalY": normals[:, 1], "nor:normalZ": normals[:, 2]})
+        prototype = libe57.StructureNode(imf)
+        for name in columns:
+            prototype.set(name, libe57.FloatNode(imf, 0.0, libe57.E57_DOUBLE if name.startswith("cart") else libe57.E57_SINGLE))
+        if invalid is not None:
+            prototype.set("cartesianInvalidState", libe57.IntegerNode(imf, 0, 0, 2))
+            columns["cartesianInvalidState"] = invalid.astype(np.int8) * 2  # 2: no return
+        points_node = libe57.CompressedVectorNode(imf, prototype, libe57.VectorNode(imf, True))
+        scan.set("points", points_node)
+        e57.data3d.append(scan)
+        arrays = {name: np.ascontiguousarray(col, dtype=np.int8 if name.endswith("State") else np.float64)
+                  for name, col in columns.items()}
+        buffers = libe57.VectorSourceDestBuffer()
+        for name, array in arrays.items():
+            buffers.append(libe57.SourceDestBuffer(imf, name, array, len(points), True, True))
+        writer = points_node.writer(buffers)
+        writer.write(len(points))
+        writer.close()
+    e57.close()
+
+
+def test_the_normals_an_e57_file_carries_are_read_in_the_common_frame(tmp_path, capsys):
+    # a sphere scanned in two halves, each in its own frame with its normals (the extension's
+    # fields): they come back turned by each scan's pose, the invalid points' left out, and
+    # `denoise` takes its sides from them; a file where one scan has none reads without normals
+    from inr.cli import main
+    from inr.data.pointclouds import read_oriented_cloud
+    from inr.data.surfaces import read_surface
+
+    rng = np.random.default_rng(4)
+    sphere = rng.normal(size=(2000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    inward = -sphere  # a room's walls seen from inside: normals the estimate alone would turn outwards
+    east = sphere[:, 0] > 0
+    back = lambda v: np.stack([v[:, 1], -v[:, 0], v[:, 2]], 1)  # noqa: E731  B's frame: a quarter turn back
+    invalid = np.zeros(int(east.sum()), bool)
+    invalid[[0, 7]] = True
+    path = tmp_path / "normals.e57"
+    scans = [(sphere[east], inward[east], (1.0, 0, 0, 0), SITE, invalid, True),
+             (back(sphere[~east]), back(inward[~east]), QUARTER_TURN_Z, SITE, None, True)]
+    _write_scans_with_normals(path, scans)
+    points, _, normals = read_oriented_cloud(path)
+    keep = np.concatenate([~invalid, np.ones(int((~east).sum()), bool)])
+    order = np.concatenate([np.flatnonzero(east), np.flatnonzero(~east)])[keep]
+    np.testing.assert_allclose(points, sphere[order] + SITE, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(normals, inward[order], rtol=0, atol=1e-6)  # float32 in the file
+    assert read_surface(path).normals_from == "file"
+    assert main(["pointcloud", "denoise", str(path), str(tmp_path / "clean.ply"), "--no-progress"]) == 0
+    assert "sides from the input's normals" in capsys.readouterr().out
+    pts, _, n = read_oriented_cloud(tmp_path / "clean.ply")
+    assert ((n * -(pts - SITE)).sum(1) > 0).mean() > 0.99  # facing into the room, as the file's
+    scans[1] = scans[1][:5] + (False,)
+    _write_scans_with_normals(path, scans)
+    assert read_oriented_cloud(path)[2] is None

@@ -7,8 +7,9 @@ are joined, as a registered project exports them. Points a scanner marks invalid
 cartesianInvalidState or sphericalInvalidState: no return) are left out, and scans stored as
 range, azimuth and elevation become x, y, z. Colours (colorRed/Green/Blue) are scaled by the
 maxima the scan's header declares (255 where it declares none); a file whose scans do not all
-have colours reads without them. Normals (the `nor:` extension) are not read: pye57 does not
-read that field. Where every scan is a stationary scanner's (stored as range, azimuth and
+have colours reads without them. Normals (the surface-normals extension's `nor:normalX/Y/Z`
+fields, which pye57's own readers leave out) are read through libE57's buffers, the scan's
+invalid points left out and its pose's rotation applied, when every scan has them. Where every scan is a stationary scanner's (stored as range, azimuth and
 elevation, or on a row and column grid, as terrestrial scanners' software writes them), each
 point's direction towards the station that scanned it (its scan pose's translation: where the
 scanner stood) is given too: the side of the surface the scanner saw. Scans of cartesian points
@@ -26,6 +27,8 @@ from ..errors import InputError, first_line
 
 E57_FORMATS = (".e57",)
 _COLOURS = ("colorRed", "colorGreen", "colorBlue")
+_NORMALS = ("nor:normalX", "nor:normalY", "nor:normalZ")
+_CARTESIAN = ("cartesianX", "cartesianY", "cartesianZ")
 
 
 def _pye57(path: Path):
@@ -37,9 +40,10 @@ def _pye57(path: Path):
         raise InputError(path, f"E57 files need pye57: {exc}") from None
 
 
-def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
-    """(points (N, 3) float64 in the file's common frame, colours (N, 3) in [0, 1] or None, unit
-    vectors (N, 3) from each point towards its scan's station, or None: module docstring)."""
+def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
+    """(points (N, 3) float64 in the file's common frame, colours (N, 3) in [0, 1] or None, normals
+    (N, 3) in the common frame as stored (not normalised) or None, unit vectors (N, 3) from each
+    point towards its scan's station, or None: module docstring)."""
     pye57 = _pye57(path)
     try:
         e57 = pye57.E57(str(path), mode="r")
@@ -49,7 +53,7 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
         count = e57.scan_count
         if count == 0:
             raise InputError(path, "holds no scans")
-        points, colours, stations = [], [], []
+        points, colours, normals, stations = [], [], [], []
         for i in range(count):
             header = e57.get_header(i)
             has_colours = all(c in header.point_fields for c in _COLOURS)
@@ -57,8 +61,10 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
                 scan = e57.read_scan(i, colors=has_colours, transform=True, ignore_missing_fields=True)
             except Exception as exc:
                 raise InputError(path, f"scan {i} could not be read ({first_line(exc)})") from None
-            points.append(np.stack([np.asarray(scan[k], np.float64) for k in ("cartesianX", "cartesianY", "cartesianZ")], 1))
+            points.append(np.stack([np.asarray(scan[k], np.float64) for k in _CARTESIAN], 1))
             fields = header.point_fields
+            if all(c in fields for c in _NORMALS):
+                normals.append(_scan_normals(path, e57, header, pye57, i))
             if "sphericalRange" in fields or ("rowIndex" in fields and "columnIndex" in fields):
                 stations.append(np.asarray(header.translation, np.float64))  # the scan frame's origin: the scanner
             if has_colours:
@@ -67,12 +73,34 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
     finally:
         e57.close()
     colors = np.clip(np.concatenate(colours), 0.0, 1.0) if len(colours) == count else None
+    normal = np.concatenate(normals) if len(normals) == count else None
     towards = None
     if len(stations) == count:
         from .orientation import towards_station
 
         towards = np.concatenate([towards_station(p, station) for station, p in zip(stations, points)])
-    return np.concatenate(points), colors, towards
+    return np.concatenate(points), colors, normal, towards
+
+
+def _scan_normals(path: Path, e57, header, pye57, i: int) -> np.ndarray:
+    """Scan i's normals (N, 3) in the file's common frame, its invalid points left out as pye57's
+    read_scan leaves them out (the invalid-state field of the scan's coordinates, where it has one)."""
+    fields, n = header.point_fields, header.point_count
+    state = "cartesianInvalidState" if all(c in fields for c in _CARTESIAN) else "sphericalInvalidState"
+    arrays = {name: np.empty(n, np.float64) for name in _NORMALS}
+    if state in fields:
+        arrays[state] = np.empty(n, np.int8)
+    try:
+        buffers = pye57.libe57.VectorSourceDestBuffer()
+        for name, array in arrays.items():
+            buffers.append(pye57.libe57.SourceDestBuffer(e57.image_file, name, array, n, True, True))
+        header.points.reader(buffers).read()
+    except Exception as exc:
+        raise InputError(path, f"scan {i}'s normals could not be read ({first_line(exc)})") from None
+    out = np.stack([arrays[name] for name in _NORMALS], 1)
+    if state in arrays:
+        out = out[arrays[state] == 0]
+    return out @ np.asarray(header.rotation_matrix, np.float64).T if header.has_pose() else out
 
 
 def _colour_maxima(header) -> np.ndarray:

@@ -144,7 +144,7 @@ def _read(path, duplicates: str, bad_normals: str):
         elif suffix in LAS_FORMATS:
             points, colors, normals = read_las(path)
         elif suffix in E57_FORMATS:
-            points, colors, towards = read_e57(path)
+            points, colors, normals, towards = read_e57(path)
         elif suffix in PTX_FORMATS:
             points, colors, towards = read_ptx(path)
         elif declared == 0:
