@@ -32,6 +32,13 @@ def test_native_projection_equals_the_numpy_path(k):
         assert np.abs(np.linalg.norm(fast, axis=1) - 1).mean() < 0.7 * np.abs(np.linalg.norm(x, axis=1) - 1).mean()
 
 
+def test_mls_fill_and_the_baseline_agree_on_both_paths():
+    x = _noisy_sphere(n=1500, seed=9)
+    np.testing.assert_allclose(mls.mls_fill(x, 5000, backend="native"), mls.mls_fill(x, 5000, backend="numpy"),
+                               rtol=0, atol=1e-10)
+    np.testing.assert_allclose(mls.mls_project(x, backend="native"), mls.mls_project(x, backend="numpy"), rtol=0, atol=1e-10)
+
+
 def test_points_over_a_plane_land_on_their_foot_points():
     # a square grid: the in-plane covariance is isotropic, so the tangent axes are any pair
     g = np.arange(-10, 11) * 0.1

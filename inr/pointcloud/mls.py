@@ -31,11 +31,13 @@ FILL_NEIGHBOURS, FILL_PAIRS, FILL_REACH, FILL_ROUNDS = 16, 6, 2.0, 8
 (in median nearest-point spacings), the most rounds."""
 
 
-def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_PASSES) -> np.ndarray:
-    """(N, 3) float64: the points after `passes` MLS projections (neighbours from the current cloud)."""
+def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_PASSES,
+                backend: str = "auto") -> np.ndarray:
+    """(N, 3) float64: the points after `passes` MLS projections (neighbours from the current cloud).
+    backend: as `_project_once`'s."""
     x = np.asarray(points, dtype=np.float64)
     for _ in range(passes):
-        x = _project_once(x, min(k, len(x)))
+        x = _project_once(x, min(k, len(x)), backend=backend)
     return x
 
 
@@ -46,8 +48,8 @@ def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None, backe
     ref = x if ref is None else ref
     idx, d2 = knn(torch.from_numpy(x), torch.from_numpy(ref), k)  # float64: knn takes them relative to the box centre
     if _native_runs(backend, k):
-        return native.mls_project(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(ref)),
-                                  idx, d2.double()).numpy()
+        as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))  # noqa: E731
+        return native.mls_project(as_tensor(x), as_tensor(ref), idx, d2.double()).numpy()
     idx, d2 = idx.numpy(), d2.numpy()
     return np.concatenate([_project_chunk(x[i:i + PROJECT_CHUNK], ref, idx[i:i + PROJECT_CHUNK], d2[i:i + PROJECT_CHUNK])
                            for i in range(0, len(x), PROJECT_CHUNK)] or [np.zeros((0, 3))])
@@ -87,14 +89,14 @@ def _project_chunk(x: np.ndarray, ref: np.ndarray, idx: np.ndarray, d2: np.ndarr
     return centre + pu[:, None] * t1 + pv[:, None] * t2 + height[:, None] * normal
 
 
-def mls_fill(points: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto") -> np.ndarray:
     """(n, 3) float64: n points of the cloud's surface. A cloud of n or more points gives an even
     subset (`even_subsample`). A smaller one keeps all its points and gains midpoints: those of
     every pair of a point and one of its FILL_PAIRS nearest lying within FILL_REACH median
     spacings of each other (so no pair spans a gap between parts), each projected onto the jet
     of its FILL_NEIGHBOURS nearest points; as many as are missing, spread evenly (chosen before
     they are projected); in rounds until there are n. Fewer than n only when no pair is left
-    (isolated points)."""
+    (isolated points). backend: the projections', as `_project_once`'s."""
     from .voxel import even_subsample
 
     x = np.asarray(points, dtype=np.float64)
@@ -110,5 +112,5 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
         if len(pairs) == 0:
             break
         mids = even_subsample((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, n - len(x), seed)  # only those kept are projected
-        x = np.concatenate([x, _project_once(mids, min(FILL_NEIGHBOURS, len(x)), x)])
+        x = np.concatenate([x, _project_once(mids, min(FILL_NEIGHBOURS, len(x)), x, backend)])
     return even_subsample(x, n, seed)
