@@ -72,7 +72,8 @@ def test_mls_fill_projects_only_the_points_it_keeps(monkeypatch):
 
     sphere = _sphere_points(1500)
     projected, real = [], mls._project_once
-    monkeypatch.setattr(mls, "_project_once", lambda x, k, ref=None: projected.append(len(x)) or real(x, k, ref))
+    monkeypatch.setattr(mls, "_project_once",
+                        lambda x, k, ref=None, backend="auto": projected.append(len(x)) or real(x, k, ref, backend))
     out = mls.mls_fill(sphere, 6000)
     assert len(out) == 6000 and sum(projected) == 6000 - 1500, projected
     added = out[np.abs(np.linalg.norm(out, axis=1) - 1) > 1e-12]
