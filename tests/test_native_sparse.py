@@ -200,3 +200,30 @@ def test_native_gather_conv_refuses_a_table_past_the_rows():
     table[1, 1] = -1  # -1: no neighbour there, the bias alone where none
     out = native.gather_conv(x, table, w := torch.randn(2, 3, 5), b := torch.randn(5))
     torch.testing.assert_close(out, torch.stack([b + x[0] @ w[0] + x[1] @ w[1], b + x[2] @ w[0]]))
+
+
+def test_native_weight_gradient_equals_a_sum_over_the_table():
+    # dW[o] = sum_i x[table[i, o]]^T grad[i] where the entry is a row; an offset no row uses stays 0;
+    # widths that are not multiples of the vector width; the same for any thread count
+    g = torch.Generator().manual_seed(11)
+    x, grad = torch.randn(300, 5, generator=g), torch.randn(400, 19, generator=g)
+    table = torch.randint(-1, 300, (400, 4), generator=g, dtype=torch.int32)
+    table[:, 2] = -1
+    want = torch.zeros(4, 5, 19, dtype=torch.float64)
+    for i in range(400):
+        for o in range(4):
+            if table[i, o] >= 0:
+                want[o] += torch.outer(x[table[i, o]].double(), grad[i].double())
+    threads = torch.get_num_threads()
+    try:
+        outs = []
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            outs.append(native.gather_wgrad(x, table, grad))
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(outs[0].double(), want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]) and not outs[0][2].any()
+    table[7, 1] = 300  # past x's rows
+    with pytest.raises(RuntimeError, match="past x's rows"):
+        native.gather_wgrad(x, table, grad)

@@ -9,10 +9,11 @@ callers fall back to their pure-torch twins with one warning.
 The C++ side registers plain operators (`torch.ops.inr_native.*`); this module adds their
 autograd formulas and their shapes for torch.compile (`register_fake`), so the compiled NeRF and
 signal fields trace through them like any torch op. The sparse convolutions' operators
-(`gather_conv`, `submanifold_table`) have no autograd formula of their own: the point-cloud
-layers' autograd Function (`pointcloud.sparse_conv._GatherConv`) calls gather_conv for the input
-gradient too, over the transposed table. `encoder_first_token` (the point-cloud network's stage-2
-transformer) is for inference only: training runs torch's layers.
+(`gather_conv`, `gather_wgrad`, `submanifold_table`) have no autograd formula of their own: the
+point-cloud layers' autograd Function (`pointcloud.sparse_conv._GatherConv`) calls gather_conv for
+the input gradient too, over the transposed table, and gather_wgrad for the weight gradient.
+`encoder_first_token` (the point-cloud network's stage-2 transformer) and `mls_project` are for
+inference only: training runs torch's layers.
 """
 
 from __future__ import annotations
@@ -149,6 +150,10 @@ def _register_python_side() -> None:
     def _(x, table, weight, bias):
         return x.new_empty(table.shape[0], weight.shape[2])
 
+    @torch.library.register_fake("inr_native::gather_wgrad")
+    def _(x, table, grad):
+        return x.new_empty(table.shape[1], x.shape[1], grad.shape[1])
+
     @torch.library.register_fake("inr_native::submanifold_table")
     def _(keys, k):
         return keys.new_empty(keys.shape[0], k**3, dtype=torch.int32)
@@ -189,6 +194,14 @@ def gather_conv(x: torch.Tensor, table: torch.Tensor, weight: torch.Tensor, bias
     from .. import _external
 
     return _external.native_cpu().gather_conv(x, table, weight, bias)
+
+
+def gather_wgrad(x: torch.Tensor, table: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """gather_conv's weight gradient: (K, Cin, Cout) with [o] = sum over the rows i whose table[i, o]
+    >= 0 of x[table[i, o]]^T grad[i]. x (N, Cin) float32, table (M, K) int32, grad (M, Cout) float32."""
+    from .. import _external
+
+    return _external.native_cpu().gather_wgrad(x, table, grad)
 
 
 def submanifold_table(keys: torch.Tensor, k: int) -> torch.Tensor:

@@ -1,6 +1,7 @@
-// C = A @ W (+ bias) in register blocks, with a ReLU or mask epilogue: the small-matrix product of
-// the kernels whose activations stay in the cache (mlp.cpp, encoder.cpp). Row-major throughout; W is
-// (K, M) with M a multiple of the vector width (the callers pad their widths), A and C any strides.
+// C = A @ W (+ bias) in register blocks, with a ReLU or mask epilogue, and the weight gradient
+// dW += A^T G: the small-matrix products of the kernels whose activations stay in the cache
+// (mlp.cpp, encoder.cpp, sparse_conv.cpp). Row-major throughout; W, G and dW have M columns, a
+// multiple of the vector width (the callers pad their widths); A and C any strides.
 
 #pragma once
 
@@ -54,6 +55,42 @@ void gemm(int64_t n, const float* A, int64_t lda, int64_t K, const float* W, int
     gemm_rows<kRows>(A + r * lda, lda, K, W, M, M, bias, C + r * ldc, ldc, epilogue, mask ? mask + r * ldm : nullptr, ldm);
   for (; r < n; ++r)
     gemm_rows<1>(A + r * lda, lda, K, W, M, M, bias, C + r * ldc, ldc, epilogue, mask ? mask + r * ldm : nullptr, ldm);
+}
+
+// dW[KB, kLanes MV] += A[n, KB]^T @ G[n, kLanes MV]
+template <int KB, int MV>
+inline void wgrad_block(int64_t n, const float* A, int64_t lda, const float* G, int64_t ldg, float* dW, int64_t ldw) {
+  vec acc[KB][MV];
+  for (int k = 0; k < KB; ++k)
+    for (int q = 0; q < MV; ++q) acc[k][q] = splat(0.f);
+  for (int64_t r = 0; r < n; ++r) {
+    vec g[MV];
+    for (int q = 0; q < MV; ++q) g[q] = load(G + r * ldg + q * kLanes);
+    for (int k = 0; k < KB; ++k) {
+      const vec a = splat(A[r * lda + k]);
+      for (int q = 0; q < MV; ++q) acc[k][q] += a * g[q];
+    }
+  }
+  for (int k = 0; k < KB; ++k)
+    for (int q = 0; q < MV; ++q) store(dW + k * ldw + q * kLanes, load(dW + k * ldw + q * kLanes) + acc[k][q]);
+}
+
+template <int KB>
+inline void wgrad_cols(int64_t n, const float* A, int64_t lda, const float* G, int64_t M, float* dW) {
+  for_column_blocks(M, [&](int64_t c, auto mv) { wgrad_block<KB, decltype(mv)::value>(n, A, lda, G + c, M, dW + c, M); });
+}
+
+// dW[K, M] += A[n, K]^T @ G[n, M]; db[M] += column sums of G (db: nullptr for none)
+void wgrad(int64_t n, const float* A, int64_t lda, int64_t K, const float* G, int64_t M, float* dW, float* db) {
+  int64_t k = 0;
+  for (; k + kRows <= K; k += kRows) wgrad_cols<kRows>(n, A + k, lda, G, M, dW + k * M);
+  for (; k < K; ++k) wgrad_cols<1>(n, A + k, lda, G, M, dW + k * M);
+  if (db == nullptr) return;
+  for (int64_t c = 0; c < M; c += kLanes) {
+    vec s = splat(0.f);
+    for (int64_t r = 0; r < n; ++r) s += load(G + r * M + c);
+    store(db + c, load(db + c) + s);
+  }
 }
 
 }  // namespace

@@ -32,41 +32,6 @@ namespace {
 
 constexpr int64_t kChunk = 2048;  // rows per partial weight gradient
 
-// dW[KB, kLanes MV] += A[n, KB]^T @ G[n, kLanes MV]
-template <int KB, int MV>
-inline void wgrad_block(int64_t n, const float* A, int64_t lda, const float* G, int64_t ldg, float* dW, int64_t ldw) {
-  vec acc[KB][MV];
-  for (int k = 0; k < KB; ++k)
-    for (int q = 0; q < MV; ++q) acc[k][q] = splat(0.f);
-  for (int64_t r = 0; r < n; ++r) {
-    vec g[MV];
-    for (int q = 0; q < MV; ++q) g[q] = load(G + r * ldg + q * kLanes);
-    for (int k = 0; k < KB; ++k) {
-      const vec a = splat(A[r * lda + k]);
-      for (int q = 0; q < MV; ++q) acc[k][q] += a * g[q];
-    }
-  }
-  for (int k = 0; k < KB; ++k)
-    for (int q = 0; q < MV; ++q) store(dW + k * ldw + q * kLanes, load(dW + k * ldw + q * kLanes) + acc[k][q]);
-}
-
-template <int KB>
-inline void wgrad_cols(int64_t n, const float* A, int64_t lda, const float* G, int64_t M, float* dW) {
-  for_column_blocks(M, [&](int64_t c, auto mv) { wgrad_block<KB, decltype(mv)::value>(n, A, lda, G + c, M, dW + c, M); });
-}
-
-// dW[K, M] += A[n, K]^T @ G[n, M]; db[M] += column sums of G
-void wgrad(int64_t n, const float* A, int64_t lda, int64_t K, const float* G, int64_t M, float* dW, float* db) {
-  int64_t k = 0;
-  for (; k + kRows <= K; k += kRows) wgrad_cols<kRows>(n, A + k, lda, G, M, dW + k * M);
-  for (; k < K; ++k) wgrad_cols<1>(n, A + k, lda, G, M, dW + k * M);
-  for (int64_t c = 0; c < M; c += kLanes) {
-    vec s = splat(0.f);
-    for (int64_t r = 0; r < n; ++r) s += load(G + r * M + c);
-    store(db + c, load(db + c) + s);
-  }
-}
-
 struct Layer {
   int64_t in, out, in_p, out_p;
   std::vector<float> fwd;   // in x out_p: row k holds the weights from input k

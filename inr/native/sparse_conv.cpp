@@ -12,7 +12,7 @@
 // while one row of the offset's weights at a time is streamed from the cache. Each output row is
 // summed by one thread in a fixed order: the result does not depend on the number of threads.
 // The same op gives the input gradient (inr/pointcloud/sparse_conv.py _GatherConv: the transposed
-// table, the weights transposed); weight gradients are matmuls per offset in torch.
+// table, the weights transposed); gather_wgrad the weight gradient.
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -23,9 +23,10 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <vector>
 
-#include "vectors.h"  // vec, kLanes, kRows, kTile (output rows per tile), splat/load/store, padded,
-                      // for_column_blocks; FMA on
+#include "gemm.h"  // wgrad; vectors.h: vec, kLanes, kRows, kTile (output rows per tile), splat/load/store,
+                   // padded, for_column_blocks; FMA on
 
 namespace {
 
@@ -105,6 +106,52 @@ at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at:
   return Cp == Cout ? y : y.narrow(1, 0, Cout).contiguous();
 }
 
+// The weight gradient of gather_conv: dW[o] = sum_i x[table[i, o]]^T grad[i] over the rows i whose
+// entry is a row (>= 0). Each offset is summed by one thread over its rows in order, in tiles of
+// kGradRows gathered rows (gemm.h's wgrad): the result does not depend on the number of threads.
+constexpr int64_t kGradRows = 128;
+
+at::Tensor gather_wgrad(const at::Tensor& x_, const at::Tensor& table_, const at::Tensor& grad_) {
+  TORCH_CHECK(x_.dim() == 2 && x_.scalar_type() == at::kFloat, "gather_wgrad: x must be (N, Cin) float32");
+  TORCH_CHECK(table_.dim() == 2 && table_.scalar_type() == at::kInt, "gather_wgrad: table must be (M, K) int32");
+  TORCH_CHECK(grad_.dim() == 2 && grad_.size(0) == table_.size(0) && grad_.scalar_type() == at::kFloat,
+              "gather_wgrad: grad must be (M, Cout) float32");
+  const at::Tensor x = x_.contiguous(), table = table_.contiguous(), grad = grad_.contiguous();
+  const int64_t N = x.size(0), M = table.size(0), K = table.size(1), Cin = x.size(1), Cout = grad.size(1);
+  const int64_t Cp = padded(Cout);
+  at::Tensor out = at::zeros({K, Cin, Cout}, x.options());
+  const float* xp = x.data_ptr<float>();
+  const int32_t* tp = table.data_ptr<int32_t>();
+  const float* gp = grad.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  std::atomic<bool> bad{false};
+  at::parallel_for(0, K, 1, [&](int64_t o0, int64_t o1) {
+    std::vector<float> A(kGradRows * Cin), G(kGradRows * Cp, 0.f), dW(Cin * Cp);
+    for (int64_t o = o0; o < o1; ++o) {
+      std::fill(dW.begin(), dW.end(), 0.f);
+      int64_t m = 0;
+      for (int64_t i = 0; i < M; ++i) {
+        const int32_t s = tp[i * K + o];
+        if (s < 0) continue;
+        if (s >= N) {
+          bad.store(true, std::memory_order_relaxed);
+          continue;
+        }
+        std::memcpy(A.data() + m * Cin, xp + s * Cin, Cin * sizeof(float));
+        std::memcpy(G.data() + m * Cp, gp + i * Cout, Cout * sizeof(float));  // the padding stays 0
+        if (++m == kGradRows) {
+          wgrad(m, A.data(), Cin, Cin, G.data(), Cp, dW.data(), nullptr);
+          m = 0;
+        }
+      }
+      if (m) wgrad(m, A.data(), Cin, Cin, G.data(), Cp, dW.data(), nullptr);
+      for (int64_t c = 0; c < Cin; ++c) std::memcpy(op + (o * Cin + c) * Cout, dW.data() + c * Cp, Cout * sizeof(float));
+    }
+  });
+  TORCH_CHECK(!bad.load(), "gather_wgrad: a table entry is past x's rows");
+  return out;
+}
+
 // The gather table of a submanifold convolution of odd kernel size k over sites whose packed keys
 // (inr/pointcloud/voxel.py pack_keys: batch << 48 | x << 32 | y << 16 | z, each coordinate
 // offset by 2^15) are sorted and unique: table[i, o] = the row of site i + offset o (x-major,
@@ -152,9 +199,11 @@ at::Tensor submanifold_table(const at::Tensor& keys_, int64_t k) {
 TORCH_LIBRARY_FRAGMENT(inr_native, m) {
   m.def("gather_conv(Tensor x, Tensor table, Tensor weight, Tensor? bias) -> Tensor");
   m.def("submanifold_table(Tensor keys, int k) -> Tensor");
+  m.def("gather_wgrad(Tensor x, Tensor table, Tensor grad) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(inr_native, CPU, m) {
   m.impl("gather_conv", &gather_conv);
   m.impl("submanifold_table", &submanifold_table);
+  m.impl("gather_wgrad", &gather_wgrad);
 }

@@ -74,11 +74,7 @@ class _GatherConv(torch.autograd.Function):
             w = weight.flip(0) if ctx.mirror else weight
             grad_x = native.gather_conv(grad, transposed, w.transpose(1, 2), None)
         if ctx.needs_input_grad[1]:
-            grad_w = torch.zeros_like(weight)
-            for o in range(table.shape[1]):
-                rows = (table[:, o] >= 0).nonzero()[:, 0]
-                if len(rows):
-                    grad_w[o] = feats[table[rows, o].long()].t() @ grad[rows]
+            grad_w = native.gather_wgrad(feats, table, grad)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad.sum(0)
         return grad_x, grad_w, grad_b, None, None, None
