@@ -24,8 +24,9 @@ convs (not in the default run): the sparse layers alone, forward without gradien
   radius 40 and 110 voxels (36,000 and 273,000 sites in a layer 1.8 voxels thick, 16.7 of 27 neighbours
   active per site), widths
   32 / 64 / 96 (the network's hourglass levels), medians of 5 calls with the kernel maps built
-  (as the network shares them between a resolution's layers); and building those maps (the
-  torch lookups against the native table) for a 3x3x3 kernel.
+  (as the network shares them between a resolution's layers); building those maps (the
+  torch lookups against the native table) for a 3x3x3 kernel; and a submanifold layer's weight
+  gradient from its table (per-offset gathers and matmuls in torch against native.gather_wgrad).
 stage2 (not in the default run): the network's stage 2 alone (the shipped weights' PointNet), forward
   without gradients on 8,192 voxels of 32 neighbours each (30 % of them padding), medians of 12
   interleaved calls: the torch path in blocks of 1,024 voxels (its block before 2026-12-06) and
@@ -247,6 +248,22 @@ def convs(repeats: int = 5) -> list:
                 rows.append({"what": cls.__name__, "width": width, "voxels": len(coords), "torch s": round(out["torch"], 4),
                              "native s": round(out["native"], 4), "speed-up": round(out["torch"] / out["native"], 1)})
                 print(rows[-1], flush=True)
+            # the weight gradient of a submanifold layer from its table: per-offset gathers and
+            # matmuls in torch (the training path before session 47) against native.gather_wgrad
+            table = native.submanifold_table(x.keys, 3)
+            grad = torch.randn(len(coords), width, generator=torch.Generator().manual_seed(2))
+
+            def per_offset():
+                out = torch.zeros(table.shape[1], width, width)
+                for o in range(table.shape[1]):
+                    rows_o = (table[:, o] >= 0).nonzero()[:, 0]
+                    out[o] = x.feats[table[rows_o, o].long()].t() @ grad[rows_o]
+                return out
+
+            t_torch, t_native = median(per_offset), median(lambda: native.gather_wgrad(x.feats, table, grad))
+            rows.append({"what": "weight gradient (submanifold)", "width": width, "voxels": len(coords),
+                         "torch s": round(t_torch, 4), "native s": round(t_native, 4), "speed-up": round(t_torch / t_native, 1)})
+            print(rows[-1], flush=True)
     return rows
 
 
