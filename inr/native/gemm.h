@@ -48,8 +48,8 @@ inline void gemm_rows(const float* A, int64_t lda, int64_t K, const float* W, in
 }
 
 // C[n, M] = A[n, K] @ W[K, M] (+ bias) with an epilogue; M a multiple of kLanes.
-void gemm(int64_t n, const float* A, int64_t lda, int64_t K, const float* W, int64_t M, const float* bias, float* C,
-          int64_t ldc, Epilogue epilogue = kNone, const float* mask = nullptr, int64_t ldm = 0) {
+inline void gemm(int64_t n, const float* A, int64_t lda, int64_t K, const float* W, int64_t M, const float* bias, float* C,
+                 int64_t ldc, Epilogue epilogue = kNone, const float* mask = nullptr, int64_t ldm = 0) {
   int64_t r = 0;
   for (; r + kRows <= n; r += kRows)
     gemm_rows<kRows>(A + r * lda, lda, K, W, M, M, bias, C + r * ldc, ldc, epilogue, mask ? mask + r * ldm : nullptr, ldm);
@@ -81,7 +81,7 @@ inline void wgrad_cols(int64_t n, const float* A, int64_t lda, const float* G, i
 }
 
 // dW[K, M] += A[n, K]^T @ G[n, M]; db[M] += column sums of G (db: nullptr for none)
-void wgrad(int64_t n, const float* A, int64_t lda, int64_t K, const float* G, int64_t M, float* dW, float* db) {
+inline void wgrad(int64_t n, const float* A, int64_t lda, int64_t K, const float* G, int64_t M, float* dW, float* db) {
   int64_t k = 0;
   for (; k + kRows <= K; k += kRows) wgrad_cols<kRows>(n, A + k, lda, G, M, dW + k * M);
   for (; k < K; ++k) wgrad_cols<1>(n, A + k, lda, G, M, dW + k * M);
