@@ -157,6 +157,18 @@ def resolve_backend(requested: str, name: str, what: str, problem: Optional[str]
     return "torch"
 
 
+def uses_native(requested: str, what: str, twin: str = "torch") -> bool:
+    """Whether `what` runs on the native CPU kernels (`native_cpu`) for the backend `requested`:
+    'native' (raises MissingBackend where they do not build), `twin` (never), or 'auto' (where
+    they build, else the twin with one warning). The caller has checked that the call is one
+    the kernel computes (device, dtype, gradients)."""
+    if requested not in ("auto", twin, "native"):
+        raise ValueError(f"backend must be 'auto', {twin!r} or 'native', got {requested!r}")
+    if requested == twin:
+        return False
+    return resolve_backend(requested, "native", what, why_not(native_cpu)) == "native"
+
+
 def prepare_backends(module: torch.nn.Module, device: torch.device) -> None:
     """Resolve (and build, where that takes time) the backend of every submodule that has a
     fast path (a `prepare_backend(device)` method: hash grids, MLPs) for `device` now, so that a

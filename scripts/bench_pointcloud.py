@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from benchlib import RESULTS, save, table  # noqa: E402
+from benchlib import RESULTS, median_seconds, save, table  # noqa: E402
 
 from inr.pointcloud.heldout import heldout_meshes  # noqa: E402
 from inr.pointcloud.metrics import compare  # noqa: E402
@@ -214,12 +214,7 @@ def convs(repeats: int = 5) -> list:
     from inr.pointcloud.sparse_conv import DownConv3d, SparseTensor, SubmanifoldConv3d, UpConv3d, _down_map, kernel_offsets
 
     def median(f) -> float:
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - t)
-        return float(np.median(times))
+        return median_seconds(f, repeats, warmup=0)
 
     def torch_table(x):
         for off in kernel_offsets(3):
@@ -307,12 +302,7 @@ def mls_speed(repeats: int = 3) -> list:
         return p / np.linalg.norm(p, axis=1, keepdims=True) + rng.normal(scale=0.01 * 2 * np.sqrt(3), size=(n, 3))
 
     def median(f) -> float:
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            f()
-            times.append(time.perf_counter() - t)
-        return float(np.median(times))
+        return median_seconds(f, repeats, warmup=0)
 
     x, few = sphere(1_000_000), sphere(55_000)
     idx, d2 = knn(torch.from_numpy(x), torch.from_numpy(x), 30)
@@ -351,31 +341,19 @@ def main() -> None:
     weights = Path(args.weights)
     sections = args.sections.split(",")
     RESULTS.mkdir(exist_ok=True)
-    if "quality" in sections:
-        rows = quality(load_weights(weights))
-        print(table(rows, list(rows[0])))
-        save("pointcloud_quality", rows)
-    if "ablation" in sections:
-        rows = ablation(weights, args.ablation_steps)
-        print(table(rows, list(rows[0])))
-        save("pointcloud_pe_ablation", rows)
-    if "speed" in sections:
-        rows = speed(weights)
-        print(table(rows, list(rows[0])))
-        save("pointcloud_speed", rows)
-    if "convs" in sections:
-        rows = convs()
-        print(table(rows, list(rows[0])))
-        save("pointcloud_convs", rows)
-    if "stage2" in sections:
-        rows = stage2(weights)
-        print(table(rows, list(rows[0])))
-        save("pointcloud_stage2", rows)
-    if "mls" in sections:
-        rows = mls_speed()
-        print(table(rows, list(rows[0])))
-        save("pointcloud_mls", rows)
-
+    runs = {  # section: (what it measures, the results file's name)
+        "quality": (lambda: quality(load_weights(weights)), "pointcloud_quality"),
+        "ablation": (lambda: ablation(weights, args.ablation_steps), "pointcloud_pe_ablation"),
+        "speed": (lambda: speed(weights), "pointcloud_speed"),
+        "convs": (convs, "pointcloud_convs"),
+        "stage2": (lambda: stage2(weights), "pointcloud_stage2"),
+        "mls": (mls_speed, "pointcloud_mls"),
+    }
+    for name, (run, results) in runs.items():
+        if name in sections:
+            rows = run()
+            print(table(rows, list(rows[0])))
+            save(results, rows)
 
 if __name__ == "__main__":
     main()

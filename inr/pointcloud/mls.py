@@ -56,12 +56,7 @@ def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None, backe
 
 
 def _native_runs(backend: str, k: int) -> bool:
-    if backend not in ("auto", "numpy", "native"):
-        raise ValueError(f"backend must be 'auto', 'numpy' or 'native', got {backend!r}")
-    if backend == "numpy" or k > NATIVE_MAX_NEIGHBOURS:
-        return False
-    problem = _external.why_not(_external.native_cpu)
-    return _external.resolve_backend(backend, "native", "MLS projections", problem) == "native"
+    return _external.uses_native(backend, "MLS projections", twin="numpy") and k <= NATIVE_MAX_NEIGHBOURS
 
 
 def _project_chunk(x: np.ndarray, ref: np.ndarray, idx: np.ndarray, d2: np.ndarray) -> np.ndarray:

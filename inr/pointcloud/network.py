@@ -202,15 +202,14 @@ class PointNet(nn.Module):
     def _native_runs(self, voxel_feats: torch.Tensor, rel: torch.Tensor) -> bool:
         """Whether the transformer runs natively: inference (no gradient wanted) on CPU float32
         without autocast, and the backend allows it (`backend`)."""
-        if self.backend == "torch" or voxel_feats.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
+        if voxel_feats.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
             return False
         if voxel_feats.dtype != torch.float32 or self.out.weight.dtype != torch.float32:
             return False
         if torch.is_grad_enabled() and (voxel_feats.requires_grad or rel.requires_grad
                                         or any(p.requires_grad for p in self.parameters())):
             return False
-        problem = _external.why_not(_external.native_cpu)
-        return _external.resolve_backend(self.backend, "native", "stage 2's transformer", problem) == "native"
+        return _external.uses_native(self.backend, "stage 2's transformer")
 
     def _native_params(self) -> list:
         return [t for layer in self.transformer.layers

@@ -14,7 +14,7 @@ On the CPU in float32 without autocast the layers take the native kernel instead
 where none), every output row summed in the cache in one pass (README "Native CPU kernels").
 Training goes through it too (`_GatherConv`): the input gradient is the same gather over the
 transposed table (for a submanifold convolution the table itself, the offsets mirrored), the
-weight gradient one matmul per offset over its rows.
+weight gradient the kernel's `gather_wgrad` over the layer's own table.
 
 Three layers, each equal to a dense convolution evaluated at the active sites (inactive voxels
 hold zeros), which the tests check:
@@ -42,12 +42,9 @@ def _native_runs(layer: nn.Module, x: torch.Tensor) -> bool:
     """Whether `layer` runs on x with the native kernel: its backend is 'native', or 'auto' and
     the kernels build here; and the call is one the kernel computes: CPU float32 features and
     weights, no autocast (whose products are bf16)."""
-    if layer.backend == "torch" or x.device.type != "cpu":
+    if x.device.type != "cpu" or x.dtype != torch.float32 or layer.weight.dtype != torch.float32:
         return False
-    if x.dtype != torch.float32 or layer.weight.dtype != torch.float32 or torch.is_autocast_enabled("cpu"):
-        return False
-    problem = _external.why_not(_external.native_cpu)
-    return _external.resolve_backend(layer.backend, "native", "sparse convolutions", problem) == "native"
+    return not torch.is_autocast_enabled("cpu") and _external.uses_native(layer.backend, "sparse convolutions")
 
 
 def _wants_grad(layer: nn.Module, x: torch.Tensor) -> bool:
