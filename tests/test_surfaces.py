@@ -174,7 +174,7 @@ def test_visibility_orients_a_thin_plate_that_the_neighbour_graph_flips_and_spar
 
     from inr.data.orientation import seam, view_directions
     from inr import _external
-    from inr.data.surfaces import _consistent, estimate_normals, orient_outwards
+    from inr.data.surfaces import estimate_normals, graph_consistent, orient_outwards
 
     o3d = _external.open3d()
     plate = trimesh.creation.box((2.0, 1.0, 0.06))
@@ -183,7 +183,7 @@ def test_visibility_orients_a_thin_plate_that_the_neighbour_graph_flips_and_spar
     truth = plate.face_normals[faces]
     cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(pts))
     cloud.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(30))
-    graph_only = orient_outwards(pts, _consistent(o3d, pts, np.asarray(cloud.normals)))
+    graph_only = orient_outwards(pts, graph_consistent(pts, np.asarray(cloud.normals)))
     assert (np.sum(graph_only * truth, 1) < 0).mean() > 0.3  # the failure this guards against
     assert (np.sum(estimate_normals(pts) * truth, 1) < 0).mean() < 0.03
     # an open wavy sheet, seen from both sides: one side throughout, as the graph gives it
@@ -709,6 +709,56 @@ def test_far_strays_are_left_out_of_sdf_fits_and_meshes(tmp_path):
     gap = nearest_distances(mesh_b.vertices, mesh_a.vertices)  # Poisson's vertex order varies run to run
     assert gap.max() < 1e-5, gap.max()
     assert np.abs(mesh_b.vertices).max() < 1.2
+
+
+def test_tree_signs_multiply_the_sides_along_each_tree_from_a_root_facing_up():
+    # hand-worked: the path 0-1-2 (root 2, the highest, faces down: -1; 1 agrees with 2: -1; 0
+    # disagrees with 1: +1), the edge 3-4 (root 3 level: kept; 4 disagrees); then an independent
+    # breadth-first walk over a random tree's edges
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
+
+    from inr.data.surfaces import _tree_signs
+
+    points = np.array([[0, 0, 0], [1, 0, 1], [2, 0, 2], [5, 0, 1], [6, 0, 0]], float)
+    normals = np.array([[0, 0, 1], [0, 0, -1], [0, 0, -1], [1, 0, 0], [-1, 0, 0]], float)
+    assert _tree_signs(points, normals, np.array([0, 2, 4]), np.array([1, 1, 3]))[0].tolist() == [1, -1, -1, 1, -1]
+    rng = np.random.default_rng(0)
+    points, normals = rng.normal(size=(400, 3)), rng.normal(size=(400, 3))
+    full = np.linalg.norm(points[:, None] - points[None], axis=2)
+    tree = minimum_spanning_tree(coo_matrix(np.where(full < 0.8, full, 0))).tocoo()  # a forest
+    signs = _tree_signs(points, normals, tree.row, tree.col)[0]
+    oriented, done = normals.copy(), np.zeros(400, bool)
+    graph = (tree + tree.T).tocsr()
+    for root in np.argsort(-points[:, 2]):
+        if done[root]:
+            continue
+        order, parent = breadth_first_order(graph, root, directed=False)
+        oriented[root] *= 1 if oriented[root, 2] >= 0 else -1
+        for node in order[1:]:
+            oriented[node] *= 1 if oriented[node] @ oriented[parent[node]] >= 0 else -1
+        done[order] = True
+    assert set(signs.tolist()) == {-1, 1} and tree.nnz < 399  # both sides taken, several trees
+    assert np.array_equal(normals * signs[:, None], oriented)
+
+
+def test_graph_orientation_faces_a_closed_part_out_and_makes_separate_sheets_agree():
+    # a sphere's outward normals given with random sides: all outward (the highest point's
+    # normal faces up). Two upright sheets 0.3 apart (no neighbour edge joins them), their
+    # normals +-y at random: one side on both, as the closest pairs across the gap agree (each
+    # sheet's highest point alone would give each a side by chance: its normal is level)
+    from inr.data.surfaces import graph_consistent
+
+    rng = np.random.default_rng(1)
+    unit = rng.normal(size=(3000, 3))
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    assert np.array_equal(graph_consistent(unit, unit * rng.choice([-1.0, 1.0], size=(3000, 1))), unit)
+    x, z = rng.uniform(0, 1, (2, 4000))
+    sheets = np.c_[x + 1.3 * (np.arange(4000) % 2), np.zeros(4000), z]
+    for seed in range(4):
+        given = np.array([0.0, 1.0, 0.0]) * np.random.default_rng(seed).choice([-1.0, 1.0], size=(4000, 1))
+        y = graph_consistent(sheets, given)[:, 1]
+        assert np.all(y == y[0]), seed
 
 
 def test_normals_without_open3d_are_pca_made_consistent_along_a_spanning_tree(tmp_path, monkeypatch):

@@ -1,7 +1,8 @@
 """Normal orientation from visibility: a second opinion beside the neighbour-graph orientation.
 
-Graph orientation (open3d's `orient_normals_consistent_tangent_plane`) propagates one side
-along a tree of neighbours; where a part is thin, a neighbour on the other side of it can pass
+Graph orientation (`inr.data.surfaces.graph_consistent`, Hoppe et al.'s, the graph made as
+open3d's `orient_normals_consistent_tangent_plane` makes it) propagates one side along a tree of
+neighbours; where a part is thin, a neighbour on the other side of it can pass
 the wrong side on, and a whole branch comes out flipped. Visibility says which side is outside
 for the points a camera sees: seen from outside, a surface faces the camera. `visible_sides`:
 1. VIEWS cameras on a sphere VIEW_DISTANCE bounding-box diagonals from the cloud's centre
