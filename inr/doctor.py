@@ -70,8 +70,11 @@ def report() -> List[str]:
                  + "; training and CUDA run in torch")
     lines.append(f"  occupancy marcher:   {march}")
     o3d = _reason(_external.open3d)
-    lines.append("  point clouds:        " + ("open3d (k-NN, PLY/PCD/XYZ, outlier baseline)" if o3d == "usable"
-                                           else f"scipy cKDTree + trimesh (open3d: {o3d})"))
+    lines.append("  point clouds:        " + ("open3d (PLY/PCD/XYZ, outlier baseline)" if o3d == "usable"
+                                           else f"scipy + trimesh (open3d: {o3d})"))
+    lines.append("  k-NN and normals:    " + ("native C++ grid search and PCA (inr/native/knn.cpp, mls.cpp)"
+                                               if native == "usable" else "KD-tree (" + ("open3d's" if o3d == "usable"
+                                                                                         else "scipy's") + f"; native: {native})"))
     colmap = _version("pycolmap")
     lines.append("  captures:            " + (f"pycolmap {colmap} (nerf process, COLMAP scene folders)" if colmap != "not installed"
                                              else "pycolmap not installed: nerf process and COLMAP folders need "

@@ -1,6 +1,6 @@
 """Point-cloud reconstruction: quality on held-out shapes, the stage-2 PE ablation, speed.
 
-    .venv/bin/python scripts/bench_pointcloud.py [--weights FILE] [--sections quality,ablation,speed,convs,stage2,mls]
+    .venv/bin/python scripts/bench_pointcloud.py [--weights FILE] [--sections quality,ablation,speed,convs,stage2,mls,neighbours]
 
 quality: the network against the noisy input and Open3D's statistical-outlier baseline on the
   six held-out meshes of `inr.pointcloud.heldout` (families the training generator never makes),
@@ -36,6 +36,11 @@ mls (not in the default run): the MLS projections, NumPy path against the native
   (σ = 1 % of the diagonal) onto the jets of their k = 30 nearest (`--baseline mls` runs two), the
   neighbour search given (the projection alone) and with it; and `mls_fill` from 55,000 points of
   the sphere to 1,000,000 (the 1 % trefoil's row of the speed section fills as much).
+neighbours (not in the default run): the k-nearest-neighbour search of every point of a noisy unit
+  sphere (1,000,000 points, σ = 0.25 % of the diagonal) among them, open3d's KD-tree against the
+  native grid (`inr/native/knn.cpp`), k = 1, 16, 30, 64; and the PCA normals over 30 neighbours
+  (open3d's covariances and NumPy's eigendecomposition against the grid and `native.pca_normals`),
+  medians of 3.
 """
 
 from __future__ import annotations
@@ -327,6 +332,29 @@ def mls_speed(repeats: int = 3) -> list:
     return rows
 
 
+def neighbours(repeats: int = 3) -> list:
+    """The k-NN search and the PCA normals: the KD-tree (open3d's) and open3d's covariances with
+    NumPy's eigendecomposition, against the native grid search and PCA (medians of `repeats`)."""
+    from inr import _external
+    from inr.data import surfaces
+    from inr.pointcloud.knn import knn
+
+    rng = np.random.default_rng(0)
+    p = rng.normal(size=(1_000_000, 3))
+    x = p / np.linalg.norm(p, axis=1, keepdims=True) + rng.normal(scale=0.0025 * 2 * np.sqrt(3), size=p.shape)
+    xt, o3d = torch.from_numpy(x), _external.open3d()
+    rows = []
+    runs = {f"k-NN of every point, k = {k}": (lambda k=k: knn(xt, xt, k, backend="kdtree"),
+                                              lambda k=k: knn(xt, xt, k, backend="native")) for k in (1, 16, 30, 64)}
+    runs["PCA normals, 30 neighbours"] = (lambda: surfaces._pca(x, o3d, backend="numpy"), lambda: surfaces._pca(x, o3d))
+    for what, (slow, fast) in runs.items():
+        t_slow, t_fast = median_seconds(slow, repeats, warmup=0), median_seconds(fast, repeats, warmup=0)
+        rows.append({"what": what, "points": len(x), "open3d s": round(t_slow, 2), "native s": round(t_fast, 2),
+                     "speed-up": round(t_slow / t_fast, 1)})
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weights", default=str(default_weights()))
@@ -348,6 +376,7 @@ def main() -> None:
         "convs": (convs, "pointcloud_convs"),
         "stage2": (lambda: stage2(weights), "pointcloud_stage2"),
         "mls": (mls_speed, "pointcloud_mls"),
+        "neighbours": (neighbours, "pointcloud_neighbours"),
     }
     for name, (run, results) in runs.items():
         if name in sections:

@@ -152,6 +152,7 @@ def test_doctor_reports_devices_and_backends(capsys):
     assert "hash grid:" in out and "occupancy marcher:" in out and "point clouds:" in out and "LAS/LAZ clouds:" in out and "E57 scans:" in out
     assert "sparse convolutions: native C++ kernel" in out  # `make setup` installs the compiler
     assert "point transformer:   native C++ kernel at inference" in out
+    assert "k-NN and normals:    native C++ grid search" in out
 
 
 def test_fit_video_needs_an_input_and_resumes_without_one(tmp_path, capsys):

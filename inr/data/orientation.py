@@ -47,10 +47,10 @@ def view_directions(m: int) -> np.ndarray:
 
 def tangent_edges(points: np.ndarray, normals: np.ndarray, k: int = DIFFUSE_NEIGHBOURS):
     """(i, j, n_i . n_j) over the k-nearest-neighbour edges that run along the surface."""
-    from scipy.spatial import cKDTree
+    from ..pointcloud.knn import nearest
 
     k = min(k, len(points) - 1)
-    _, near = cKDTree(points).query(points, k + 1, workers=-1)
+    _, near = nearest(points, points, k + 1)
     i, j = np.repeat(np.arange(len(points)), k), near[:, 1:].ravel()
     offset = points[j] - points[i]
     length = np.linalg.norm(offset, axis=1) + 1e-12

@@ -12,8 +12,8 @@ signal fields trace through them like any torch op. The sparse convolutions' ope
 (`gather_conv`, `gather_wgrad`, `submanifold_table`) have no autograd formula of their own: the
 point-cloud layers' autograd Function (`pointcloud.sparse_conv._GatherConv`) calls gather_conv for
 the input gradient too, over the transposed table, and gather_wgrad for the weight gradient.
-`encoder_first_token` (the point-cloud network's stage-2 transformer) and `mls_project` are for
-inference only: training runs torch's layers.
+`encoder_first_token` (the point-cloud network's stage-2 transformer), `mls_project`, `pca_normals`
+and `knn_grid` are for inference only: training runs torch's layers.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import List, Sequence
 
 import torch
 
-SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp", "sparse_conv.cpp", "encoder.cpp", "mls.cpp")
+SOURCES = ("hashgrid.cpp", "march.cpp", "mlp.cpp", "sparse_conv.cpp", "encoder.cpp", "mls.cpp", "knn.cpp")
 HEADERS = ("vectors.h", "gemm.h")
 """Included by the sources: part of the build folder's key, so an edit rebuilds."""
 _HERE = Path(__file__).resolve().parent
@@ -166,6 +166,16 @@ def _register_python_side() -> None:
     def _(x, ref, idx, d2):
         return x.new_empty(x.shape[0], 3)
 
+    @torch.library.register_fake("inr_native::pca_normals")
+    def _(points, idx):
+        return points.new_empty(points.shape[0], 3), points.new_empty(points.shape[0])
+
+    @torch.library.register_fake("inr_native::knn_grid")
+    def _(queries, points, k, fill, max_rings):
+        m = queries.shape[0]
+        return (queries.new_empty(m, k, dtype=torch.long), queries.new_empty(m, k, dtype=torch.float32),
+                queries.new_empty(m, dtype=torch.bool))
+
 
 def hashgrid(x: torch.Tensor, table: torch.Tensor, scales: Sequence[float], resolutions: List[int], rows: List[int],
              offsets: List[int], features: int) -> torch.Tensor:
@@ -233,3 +243,23 @@ def mls_project(x: torch.Tensor, ref: torch.Tensor, idx: torch.Tensor, d2: torch
     from .. import _external
 
     return _external.native_cpu().mls_project(x, ref, idx, d2)
+
+
+def knn_grid(queries: torch.Tensor, points: torch.Tensor, k: int, fill: float, max_rings: int):
+    """The k nearest points (N, 3) float64 of each query (Q, 3) float64, searched on a grid of
+    cells holding about `fill` points each (`knn.cpp`): (idx (Q, k) int64, squared distances (Q, k)
+    float32, nearest first; found (Q,) bool, False where a query lies over `max_rings` rings of
+    cells from its k nearest, or the cloud is too spread to grid: those rows -1 and inf)."""
+    from .. import _external
+
+    return _external.native_cpu().knn_grid(queries, points, int(k), float(fill), int(max_rings))
+
+
+def pca_normals(points: torch.Tensor, idx: torch.Tensor):
+    """PCA normals of points (N, 3) float64 over their neighbours idx (N, k) int64 (rows of points):
+    (normals (N, 3) float64, the covariance's eigenvector of the smallest eigenvalue, either side;
+    surface variation (N,) float64, that eigenvalue's share of their sum). `inr.data.surfaces._pca`'s
+    NumPy path is the twin."""
+    from .. import _external
+
+    return _external.native_cpu().pca_normals(points, idx)

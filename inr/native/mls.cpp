@@ -1,4 +1,5 @@
-// Moving-least-squares projection of points onto second-order jets, in double precision: the
+// Moving-least-squares projection of points onto second-order jets, in double precision (and the
+// PCA normals of a cloud, `pca_normals`, with the same eigensolver): the
 // per-point maths of inr/pointcloud/mls.py (its module docstring has the method), which there runs
 // as batched NumPy (a k x 3 neighbourhood, a 3 x 3 eigendecomposition and a 6 x 6 solve per point,
 // each a pass over memory). Here each point is one loop over its neighbours with everything in
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <utility>
 
 namespace {
@@ -169,8 +171,56 @@ at::Tensor mls_project(const at::Tensor& x_in, const at::Tensor& ref_in, const a
   return out;
 }
 
+// points (N, 3) float64, idx (N, k) int64 rows of points -> (normals (N, 3) float64: the
+// eigenvector of the smallest eigenvalue of each neighbourhood's covariance, its side as the
+// eigensolver leaves it; variation (N,) float64: that eigenvalue's share of their sum, 0 where
+// the sum is 0). The PCA normals of inr/data/surfaces.py (its NumPy path is the twin).
+std::tuple<at::Tensor, at::Tensor> pca_normals(const at::Tensor& points_in, const at::Tensor& idx_in) {
+  const at::Tensor points = points_in.contiguous(), idx = idx_in.contiguous();
+  TORCH_CHECK(points.device().is_cpu() && points.scalar_type() == at::kDouble && points.dim() == 2 && points.size(1) == 3,
+              "pca_normals: points must be (N, 3) float64 on the CPU");
+  const int64_t n = points.size(0);
+  TORCH_CHECK(idx.scalar_type() == at::kLong && idx.dim() == 2 && idx.size(0) == n && idx.size(1) >= 1,
+              "pca_normals: idx must be int64 (", n, ", k)");
+  const int64_t k = idx.size(1);
+  const int64_t* pi = idx.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n * k; ++i) TORCH_CHECK(pi[i] >= 0 && pi[i] < n, "pca_normals: idx ", pi[i], " is past the ", n, " points");
+  at::Tensor normals = at::empty({n, 3}, points.options()), variation = at::empty({n}, points.options());
+  const double* pp = points.data_ptr<double>();
+  double* pn = normals.data_ptr<double>();
+  double* pv = variation.data_ptr<double>();
+  at::parallel_for(0, n, 1024, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t* row = pi + i * k;
+      double mean[3] = {0, 0, 0};
+      for (int64_t j = 0; j < k; ++j)
+        for (int a = 0; a < 3; ++a) mean[a] += pp[3 * row[j] + a];
+      for (int a = 0; a < 3; ++a) mean[a] /= double(k);
+      double cov[3][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+      for (int64_t j = 0; j < k; ++j) {
+        const double d[3] = {pp[3 * row[j]] - mean[0], pp[3 * row[j] + 1] - mean[1], pp[3 * row[j] + 2] - mean[2]};
+        for (int a = 0; a < 3; ++a)
+          for (int b = a; b < 3; ++b) cov[a][b] += d[a] * d[b];
+      }
+      for (int a = 0; a < 3; ++a)
+        for (int b = 0; b < a; ++b) cov[a][b] = cov[b][a];
+      double w[3], V[3][3];
+      eigen3(cov, w, V);
+      for (int a = 0; a < 3; ++a) pn[3 * i + a] = V[a][0];
+      pv[i] = w[0] / std::max(w[0] + w[1] + w[2], 1e-300);
+    }
+  });
+  return {normals, variation};
+}
+
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(inr_native, m) { m.def("mls_project(Tensor x, Tensor ref, Tensor idx, Tensor d2) -> Tensor"); }
+TORCH_LIBRARY_FRAGMENT(inr_native, m) {
+  m.def("mls_project(Tensor x, Tensor ref, Tensor idx, Tensor d2) -> Tensor");
+  m.def("pca_normals(Tensor points, Tensor idx) -> (Tensor, Tensor)");
+}
 
-TORCH_LIBRARY_IMPL(inr_native, CPU, m) { m.impl("mls_project", &mls_project); }
+TORCH_LIBRARY_IMPL(inr_native, CPU, m) {
+  m.impl("mls_project", &mls_project);
+  m.impl("pca_normals", &pca_normals);
+}

@@ -90,8 +90,8 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto") -
     every pair of a point and one of its FILL_PAIRS nearest lying within FILL_REACH median
     spacings of each other (so no pair spans a gap between parts), each projected onto the jet
     of its FILL_NEIGHBOURS nearest points; as many as are missing, spread evenly (chosen before
-    they are projected); in rounds until there are n. Fewer than n only when no pair is left
-    (isolated points). backend: the projections', as `_project_once`'s."""
+    they are projected, `_even_midpoints`); in rounds until there are n. Fewer than n only when
+    no pair is left (isolated points). backend: the projections', as `_project_once`'s."""
     from .voxel import even_subsample
 
     x = np.asarray(points, dtype=np.float64)
@@ -106,6 +106,21 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto") -
         pairs = np.unique(np.stack([first[near], idx.reshape(-1)[near]], 1), axis=0)
         if len(pairs) == 0:
             break
-        mids = even_subsample((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, n - len(x), seed)  # only those kept are projected
+        mids = _even_midpoints((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, n - len(x), seed)
         x = np.concatenate([x, _project_once(mids, min(FILL_NEIGHBOURS, len(x)), x, backend)])
     return even_subsample(x, n, seed)
+
+
+def _even_midpoints(mids: np.ndarray, m: int, seed: int) -> np.ndarray:
+    """At most m of the midpoints, spread evenly: the one nearest each mean of `even_subsample`'s
+    cells (a mean itself can lie off the surface: the mean of a few large cells, for a fill of a
+    few points over a cloud in parts, in a gap between the parts). Equidistant ones (a cell of
+    two): the first, so that rounding does not change the choice."""
+    from .voxel import even_subsample
+
+    if len(mids) <= m:
+        return mids
+    idx, d2 = knn(torch.from_numpy(even_subsample(mids, m, seed)), torch.from_numpy(mids), min(4, len(mids)))
+    idx, d2 = idx.numpy(), d2.numpy().astype(np.float64)
+    tied = d2 <= d2[:, :1] * (1 + 1e-6) + 1e-18
+    return mids[np.unique(np.where(tied, idx, len(mids)).min(1))]

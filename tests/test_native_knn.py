@@ -1,0 +1,99 @@
+"""The native grid k-nearest-neighbour search (inr/native/knn.cpp) and PCA normals (mls.cpp)
+against independent answers: brute-force distances on clouds of every shape the grid has to
+size itself for (a volume, a thin noisy surface, clusters far apart, duplicates, a line), queries
+off the cloud (the ring cap hands them to the KD-tree), k up to the whole cloud; the PCA against
+NumPy's eigendecomposition; a clean fallback where the kernels are turned off."""
+
+import numpy as np
+import pytest
+import torch
+
+from inr import native
+from inr.pointcloud.knn import knn, nearest
+
+from .helpers import run_without_native
+
+
+def _brute(queries, points, k):
+    d2 = ((queries[:, None, :] - points[None, :, :]) ** 2).sum(-1)
+    return np.sort(d2, axis=1)[:, :k]
+
+
+def _clouds():
+    rng = np.random.default_rng(0)
+    sphere = rng.normal(size=(3000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    yield "volume", rng.uniform(-1, 1, (2000, 3))
+    yield "noisy sphere", sphere + rng.normal(scale=0.01, size=sphere.shape)
+    yield "far clusters", np.concatenate([rng.normal(size=(500, 3)) * 0.01, rng.normal(size=(500, 3)) * 0.01 + 1e3])
+    yield "duplicates", np.repeat(rng.uniform(size=(300, 3)), 4, axis=0)
+    yield "line", np.c_[np.linspace(0, 1, 1500), np.zeros(1500), np.zeros(1500)]
+    yield "georeferenced", rng.uniform(0, 50, (1500, 3)) + [4.2e6, 5.1e5, 300.0]
+
+
+@pytest.mark.parametrize("k", [1, 5, 30, 64])
+def test_grid_search_finds_the_k_nearest_of_every_cloud(k):
+    for name, points in _clouds():
+        rng = np.random.default_rng(k)
+        off = points[rng.choice(len(points), 200)] + rng.normal(scale=0.05, size=(200, 3))
+        for queries in (points, off):
+            d2, idx = nearest(queries, points, k)
+            truth = _brute(queries - points.mean(0), points - points.mean(0), k)
+            np.testing.assert_allclose(d2, truth, rtol=1e-5, atol=1e-9 * max(1.0, np.abs(points).max()) ** 2,
+                                       err_msg=name)
+            again = ((queries[:, None, :] - points[idx]) ** 2).sum(-1)  # the indices name those distances
+            np.testing.assert_allclose(again, truth, rtol=1e-5, atol=1e-9 * max(1.0, np.abs(points).max()) ** 2,
+                                       err_msg=name)
+            assert (np.diff(d2, axis=1) >= 0).all(), name
+
+
+def test_queries_far_from_the_cloud_and_k_as_large_as_the_cloud():
+    rng = np.random.default_rng(1)
+    points = rng.normal(size=(400, 3)) * 0.01
+    far = np.array([[50.0, 0, 0], [0, -80.0, 3], [1e5, 1e5, 1e5]])
+    idx, d2, found = native.knn_grid(torch.from_numpy(far), torch.from_numpy(points), 3, 1.5, 6)
+    assert not found.any()  # past the ring cap: the grid leaves them to the caller
+    d2, idx = nearest(far, points, 3)  # which finishes them on the KD-tree
+    np.testing.assert_allclose(d2, _brute(far, points, 3), rtol=1e-5)
+    d2, idx = nearest(points, points, 400)  # every point, in order
+    np.testing.assert_allclose(d2, _brute(points, points, 400), rtol=1e-5, atol=1e-12)
+    assert all(sorted(row) == list(range(400)) for row in idx.tolist())
+
+
+def test_grid_and_kdtree_backends_agree_and_a_nan_cloud_goes_to_the_kdtree():
+    rng = np.random.default_rng(2)
+    points = torch.from_numpy(rng.normal(size=(3000, 3)))
+    a_idx, a_d2 = knn(points, points, 16, backend="native")
+    b_idx, b_d2 = knn(points, points, 16, backend="kdtree")
+    torch.testing.assert_close(a_d2, b_d2, rtol=1e-5, atol=1e-7)
+    assert (a_idx[:, 0] == torch.arange(3000)).all()
+    bad = points.clone()
+    bad[7, 1] = float("nan")
+    idx, d2, found = native.knn_grid(bad, bad, 4, 2.0, 6)
+    assert not found.any()  # the grid cannot place a NaN: all left to the caller
+
+
+def test_pca_normals_match_numpy_eigh():
+    rng = np.random.default_rng(3)
+    points = rng.normal(size=(2000, 3)) * [1.0, 0.5, 0.02]  # a flattened blob: normals near z
+    idx = nearest(points, points, 30)[1]
+    normals, variation = native.pca_normals(torch.from_numpy(points), torch.from_numpy(idx))
+    hood = points[idx] - points[idx].mean(1, keepdims=True)
+    values, vectors = np.linalg.eigh(np.einsum("nki,nkj->nij", hood, hood))
+    cos = np.abs(np.sum(normals.numpy() * vectors[:, :, 0], 1))
+    assert cos.min() > 1 - 1e-9
+    np.testing.assert_allclose(variation.numpy(), values[:, 0] / values.sum(1), rtol=1e-9, atol=1e-15)
+    # a known answer: neighbours on the plane z = 0 give the normal (0, 0, +-1) and no variation
+    flat = np.c_[rng.uniform(size=(500, 2)), np.zeros(500)]
+    n, v = native.pca_normals(torch.from_numpy(flat), torch.from_numpy(nearest(flat, flat, 12)[1]))
+    assert np.allclose(np.abs(n.numpy()[:, 2]), 1) and np.abs(v.numpy()).max() < 1e-12
+
+
+def test_without_native_kernels_knn_takes_the_kdtree():
+    out = run_without_native(
+        "import numpy as np, torch\n"
+        "from inr.pointcloud.knn import knn\n"
+        "p = torch.from_numpy(np.random.default_rng(0).normal(size=(500, 3)))\n"
+        "idx, d2 = knn(p, p, 4)\n"
+        "print(int((idx[:, 0] == torch.arange(500)).sum()), float(d2[:, 0].max()))\n")
+    assert out.split() == ["500", "0.0"]
