@@ -29,6 +29,8 @@ NATIVE_MAX_NEIGHBOURS = 64
 FILL_NEIGHBOURS, FILL_PAIRS, FILL_REACH, FILL_ROUNDS = 16, 6, 2.0, 8
 """mls_fill: the jet's neighbours, the nearest points each point pairs with, the longest pair
 (in median nearest-point spacings), the most rounds."""
+SNAP_CELLS = 8
+"""`_even_midpoints` snaps its cell means to midpoints where the cells hold more than this many."""
 
 
 def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_PASSES,
@@ -112,15 +114,18 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto") -
 
 
 def _even_midpoints(mids: np.ndarray, m: int, seed: int) -> np.ndarray:
-    """At most m of the midpoints, spread evenly: the one nearest each mean of `even_subsample`'s
-    cells (a mean itself can lie off the surface: the mean of a few large cells, for a fill of a
-    few points over a cloud in parts, in a gap between the parts). Equidistant ones (a cell of
-    two): the first, so that rounding does not change the choice."""
+    """At most m of the midpoints, spread evenly: the means of `even_subsample`'s cells. Where the
+    cells hold over SNAP_CELLS midpoints on average (a fill of a few points over a large cloud),
+    a mean can lie off the surface, in a gap between parts: there each is replaced by its nearest
+    midpoint (equidistant ones: the first, so that rounding does not change the choice)."""
     from .voxel import even_subsample
 
     if len(mids) <= m:
         return mids
-    idx, d2 = knn(torch.from_numpy(even_subsample(mids, m, seed)), torch.from_numpy(mids), min(4, len(mids)))
+    chosen = even_subsample(mids, m, seed)
+    if len(mids) <= SNAP_CELLS * m:
+        return chosen
+    idx, d2 = knn(torch.from_numpy(chosen), torch.from_numpy(mids), min(4, len(mids)))
     idx, d2 = idx.numpy(), d2.numpy().astype(np.float64)
     tied = d2 <= d2[:, :1] * (1 + 1e-6) + 1e-18
     return mids[np.unique(np.where(tied, idx, len(mids)).min(1))]
