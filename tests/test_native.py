@@ -49,6 +49,17 @@ def test_native_build_folder_is_one_per_install(tmp_path, monkeypatch):
     assert native.build_directory() != here and native.build_directory().parent == here.parent
 
 
+def test_native_build_runs_the_ninja_of_the_installed_package(monkeypatch):
+    # another ninja first on the PATH (Debian's 1.11 beside the package's 1.13) hashes the build
+    # log's commands differently: each switch between the two rebuilt every kernel
+    ninja = pytest.importorskip("ninja")
+    import inr.native as native
+
+    monkeypatch.setenv("PATH", "/usr/bin" + os.pathsep + os.environ.get("PATH", ""))
+    native.build()
+    assert os.environ["PATH"].split(os.pathsep)[0] == ninja.BIN_DIR
+
+
 @pytest.mark.parametrize("d,F,T", GRIDS)
 def test_native_matches_the_twin_values_and_gradients(d, F, T):
     twin, fast = _pair(d, F, T)

@@ -32,8 +32,9 @@ PCA_CHUNK = 65_536
 """Points whose covariances `_pca` decomposes at once (and whose neighbourhoods the twin holds:
 47 MB of float64)."""
 ORIENT_AT_MOST = 200_000
-"""Larger clouds are made consistent on a random subset of at most this many points (open3d's
-graph orientation grows faster than linearly: 100k points took 10-15 s on 2 cores, 1M 246 s):
+"""Larger clouds are made consistent on a random subset of at most this many points (chosen when
+open3d's graph orientation took 10-15 s for 100k points on 2 cores and 246 s for 1M; our own,
+`graph_consistent`, takes about 1 s for the 125k subset of 1M points):
 the wider scale's subset (WIDER), its normals oriented; every other point then takes the side
 that its SUBSET_NEAREST nearest subset points agree on."""
 WIDER = 8
