@@ -37,7 +37,7 @@ def test_grid_search_finds_the_k_nearest_of_every_cloud(k):
         rng = np.random.default_rng(k)
         off = points[rng.choice(len(points), 200)] + rng.normal(scale=0.05, size=(200, 3))
         for queries in (points, off):
-            d2, idx = nearest(queries, points, k)
+            d2, idx = nearest(queries, points, k, backend="native")
             truth = _brute(queries - points.mean(0), points - points.mean(0), k)
             np.testing.assert_allclose(d2, truth, rtol=1e-5, atol=1e-9 * max(1.0, np.abs(points).max()) ** 2,
                                        err_msg=name)
@@ -53,9 +53,9 @@ def test_queries_far_from_the_cloud_and_k_as_large_as_the_cloud():
     far = np.array([[50.0, 0, 0], [0, -80.0, 3], [1e5, 1e5, 1e5]])
     idx, d2, found = native.knn_grid(torch.from_numpy(far), torch.from_numpy(points), 3, 1.5, 6)
     assert not found.any()  # past the ring cap: the grid leaves them to the caller
-    d2, idx = nearest(far, points, 3)  # which finishes them on the KD-tree
+    d2, idx = nearest(far, points, 3, backend="native")  # which finishes them on the KD-tree
     np.testing.assert_allclose(d2, _brute(far, points, 3), rtol=1e-5)
-    d2, idx = nearest(points, points, 400)  # every point, in order
+    d2, idx = nearest(points, points, 400, backend="native")  # every point, in order
     np.testing.assert_allclose(d2, _brute(points, points, 400), rtol=1e-5, atol=1e-12)
     assert all(sorted(row) == list(range(400)) for row in idx.tolist())
 
@@ -76,7 +76,7 @@ def test_grid_and_kdtree_backends_agree_and_a_nan_cloud_goes_to_the_kdtree():
 def test_pca_normals_match_numpy_eigh():
     rng = np.random.default_rng(3)
     points = rng.normal(size=(2000, 3)) * [1.0, 0.5, 0.02]  # a flattened blob: normals near z
-    idx = nearest(points, points, 30)[1]
+    idx = nearest(points, points, 30, backend="native")[1]
     normals, variation = native.pca_normals(torch.from_numpy(points), torch.from_numpy(idx))
     hood = points[idx] - points[idx].mean(1, keepdims=True)
     values, vectors = np.linalg.eigh(np.einsum("nki,nkj->nij", hood, hood))
@@ -85,8 +85,28 @@ def test_pca_normals_match_numpy_eigh():
     np.testing.assert_allclose(variation.numpy(), values[:, 0] / values.sum(1), rtol=1e-9, atol=1e-15)
     # a known answer: neighbours on the plane z = 0 give the normal (0, 0, +-1) and no variation
     flat = np.c_[rng.uniform(size=(500, 2)), np.zeros(500)]
-    n, v = native.pca_normals(torch.from_numpy(flat), torch.from_numpy(nearest(flat, flat, 12)[1]))
+    n, v = native.pca_normals(torch.from_numpy(flat), torch.from_numpy(nearest(flat, flat, 12, backend="native")[1]))
     assert np.allclose(np.abs(n.numpy()[:, 2]), 1) and np.abs(v.numpy()).max() < 1e-12
+
+
+def test_auto_takes_the_grid_for_large_clouds_only():
+    # the KD-tree below NATIVE_AT_LEAST points and for k < 4 (the network's small searches), the
+    # grid above: the same distances either way
+    from inr.pointcloud import knn as module
+
+    rng = np.random.default_rng(4)
+    big = torch.from_numpy(rng.normal(size=(module.NATIVE_AT_LEAST, 3)))
+    calls = []
+    real = native.knn_grid
+    try:
+        native.knn_grid = lambda *a: calls.append(a[2]) or real(*a)
+        a_idx, a_d2 = knn(big[:2000], big[:2000], 8)
+        b_idx, b_d2 = knn(big, big, 1)
+        c_idx, c_d2 = knn(big, big, 8)
+    finally:
+        native.knn_grid = real
+    assert calls == [8]
+    torch.testing.assert_close(c_d2, knn(big, big, 8, backend="kdtree")[1], rtol=1e-5, atol=1e-7)
 
 
 def test_without_native_kernels_knn_takes_the_kdtree():
