@@ -204,6 +204,7 @@ bool search(const Grid& g, const double* q, int64_t max_rings, double hint, Near
   best.items.clear();
   bool covers = false;
   if (std::isfinite(hint)) {
+    double bound = 0.0;
     for (int64_t r = 1; r <= max_rings; ++r) {
       shell(g, q, c, r, hint, [&](double, int64_t cell) {
         for (int64_t i = g.start[cell]; i < g.start[cell + 1]; ++i) {
@@ -212,14 +213,18 @@ bool search(const Grid& g, const double* q, int64_t max_rings, double hint, Near
           if (d2 < hint) best.items.emplace_back(d2, i);
         }
       });
-      const double bound = block_bound(g, q, c, r, covers);
+      bound = block_bound(g, q, c, r, covers);
       if (covers || bound * bound >= hint) break;
     }
     if (int64_t(best.items.size()) >= best.k) {
       std::nth_element(best.items.begin(), best.items.begin() + (best.k - 1), best.items.end());
       best.items.resize(best.k);
-      std::sort(best.items.begin(), best.items.end());
-      return true;
+      // the k nearest read, if no unread point can be nearer: the guess's ball lay within the cells
+      // read, or the k-th lies within them (the rings ran out first)
+      if (covers || bound * bound >= hint || best.items[best.k - 1].first <= bound * bound) {
+        std::sort(best.items.begin(), best.items.end());
+        return true;
+      }
     }
     best.items.clear();
   }
