@@ -189,24 +189,26 @@ def test_native_march_gives_the_twins_samples_bit_for_bit():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_keep_freed_memory_stops_page_faults_on_reused_buffers():
-    # minor page faults of allocating and filling a 49 MB tensor again (fewest of 4 tries): with the tuning
-    # glibc hands back the freed heap block (no fresh pages), without it every 4 KB page faults
+    # minor page faults of allocating and filling a 49 MB tensor again (fewest of 8 tries): with the tuning
+    # glibc hands back the freed heap block (no fresh pages), without it every 4 KB page faults. With the
+    # tuning a try still faults now and then: small allocations between two tries can take the front of
+    # the freed block, and the next 49 MB then comes from fresh pages (seen as two addresses taking turns)
     code = (
         "import torch, resource\n"
         "from inr.devices import keep_freed_memory\n"
         "print(keep_freed_memory())\n"
         "torch.zeros(12_196_240)\n"
         "counts = []\n"
-        "for _ in range(4):\n"
+        "for _ in range(8):\n"
         "    n0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
         "    torch.zeros(12_196_240)\n"
         "    counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - n0)\n"
-        "print(min(counts))\n"  # the fewest of 4: glibc now and then still hands out fresh pages
+        "print(min(counts), *counts)\n"
     )
     faults = {}
     for setting in ("1", "0"):
         env = {**os.environ, "INR_MALLOC_TUNING": setting}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
-        faults[setting] = (out[0], int(out[1]))
-    assert faults["0"][0] == "False" and faults["0"][1] > 10_000  # 49 MB / 4 KB = 11,900 pages
-    assert faults["1"][0] == "True" and faults["1"][1] < 1_000
+        faults[setting] = (out[0], int(out[1]), out[2:])
+    assert faults["0"][0] == "False" and faults["0"][1] > 10_000, faults  # 49 MB / 4 KB = 11,900 pages
+    assert faults["1"][0] == "True" and faults["1"][1] < 1_000, faults
