@@ -1,7 +1,7 @@
 """Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
 
     make meshes
-    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR]
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR] [--factors 8,16]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), and a range scan (6
@@ -10,7 +10,8 @@ reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the
   (`--baseline mls`) and Open3D's statistical outlier removal (`--baseline open3d`); also
   `reconstruct` (20,000 points: --factor 4), a perfect denoiser (5,000 points on the true
   surface: the floor of the ratio at this count), and the network at the base voxel (no noise
-  adaptation). Every mesh.
+  adaptation). Every mesh. `--factors 8,16`: also `reconstruct --factor 8` and 16 from the same
+  network output.
 sdf: clean dense scans (100,000 points with the mesh's face normals) to meshes: `fit-sdf`
   (hashgrid_sdf, --budget seconds), screened Poisson (depth 8 and 9; 9 also with its vertices
   of the lowest 1 % and 5 % density removed, `--poisson-trim`) and ball pivoting on the
@@ -191,10 +192,12 @@ def depthnoise(meshes, model):
     return rows
 
 
-def reconstruct(meshes, model):
+def reconstruct(meshes, model, factors=()):
     """Per case and mesh: the network as the CLI runs it (noise-adaptive voxel; `denoise` keeps
     the input's count, `reconstruct` 4x it, both evenly subsampled), the same at the base voxel
-    (the rule before the adaptive voxel: an A/B in one run), MLS, Open3D and the ideal."""
+    (the rule before the adaptive voxel: an A/B in one run), MLS, Open3D and the ideal; with
+    `factors`, also `reconstruct --factor F` for each F (the same network output, more or fewer
+    points kept)."""
     import torch
 
     from inr.pointcloud.mls import mls_fill, mls_project
@@ -227,6 +230,8 @@ def reconstruct(meshes, model):
                    "noise estimate / sigma": level * base / (sigma * diag), "voxel scale": scale,
                    "network points": len(full), "network s": t_net, "MLS s": t_mls}
             row["network <= MLS"] = "yes" if row["network / input"] <= row["MLS / input"] else "NO"
+            for f in factors:
+                row[f"reconstruct x{f:g} / input"] = cl1(mls_fill(full, int(f * len(noisy)), 0), ref) / c_in
             rows.append(row)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     return rows
@@ -451,6 +456,7 @@ def main() -> None:
     ap.add_argument("--mesh-dir", default=str(MESH_DIR),
                     help="where the meshes are (data/training-meshes: to choose a setting without the held-out ones)")
     ap.add_argument("--weights", help="reconstruction weights (default: the shipped ones)")
+    ap.add_argument("--factors", default="", help="reconstruct: also `reconstruct --factor F` for these (comma-separated, e.g. 8,16)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="fit-sdf preset overrides (train.w_sign=100)")
     args = ap.parse_args()
     progress.set_enabled(False)
@@ -459,12 +465,13 @@ def main() -> None:
     sections = args.only or ["reconstruct", "normals", "sdf", "noisy"]
     model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise", "depthnoise"} & set(sections) else None
     if "reconstruct" in sections:
-        rows = reconstruct(meshes, model)
+        factors = [float(f) for f in args.factors.split(",") if f]
+        rows = reconstruct(meshes, model, factors)
         save("surface_reconstruct", rows)
         print(table(rows, ["case", "mesh", "network / input", "MLS / input", "open3d / input", "network <= MLS",
                            "reconstruct / input", "ideal / input", "base voxel: network / input",
                            "base voxel: reconstruct / input", "noise estimate / sigma", "voxel scale", "network points",
-                           "network s", "MLS s"]))
+                           "network s", "MLS s"] + [f"reconstruct x{f:g} / input" for f in factors]))
     if "normals" in sections:
         rows = normals(meshes, model, args.normals_backend)
         save("surface_normals" + ("_plain" if args.normals_backend == "plain" else ""), rows)
