@@ -251,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "says: its normals (where known), an E57/PTX scan's stations, an organized PCD's viewpoint, LAS's up "
                        "(default: yes for .ply, .pcd, .las, .laz, .txt, .asc and .csv, no for .npy; .xyz has no place for them)")
         _add_device(p)
+        p.add_argument("--precision", choices=["32", "bf16"], default="32",
+                       help="the network's products on the CPU: float32 (default), or bfloat16 with float32 sums where "
+                       "the CPU has AVX512-BF16 (faster on large clouds, outputs within a few %% of a voxel)")
         if name != "denoise":
             p.add_argument("--factor", type=positive_float, default=4.0, help="output points per input point (default 4)")
         else:
@@ -355,7 +358,8 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
             raise InputError(None, f"two outputs given: {args.out_positional} and --out {args.out}")
         r = process_file(args.pointcloud_command, Path(args.inp), Path(out), args.weights, getattr(args, "factor", 4.0),
                          getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
-                         progress=not args.no_progress, device=args.device, normals=args.normals)
+                         progress=not args.no_progress, device=args.device, normals=args.normals,
+                         precision=args.precision)
         normals = (" with normals" + (f" (sides from {r['sides_from']})" if r["sides_from"] else "")) if r["normals"] else ""
         print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})")
         return 0

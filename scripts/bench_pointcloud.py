@@ -166,7 +166,7 @@ def ablation(weights: Path, steps: int) -> list:
     return rows
 
 
-def _speed_child(n: int, weights: str, sigma: float = 0.01) -> None:
+def _speed_child(n: int, weights: str, sigma: float = 0.01, precision: str = "32") -> None:
     import resource
     import tempfile
 
@@ -181,7 +181,7 @@ def _speed_child(n: int, weights: str, sigma: float = 0.01) -> None:
         src, dst = Path(tmp) / "in.ply", Path(tmp) / "out.ply"
         write_cloud(src, noisy)
         t = time.perf_counter()
-        r = process_file("denoise", src, dst, Path(weights), progress=False)
+        r = process_file("denoise", src, dst, Path(weights), progress=False, precision=precision)
         secs = time.perf_counter() - t
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         out, _ = read_cloud(dst)
@@ -192,18 +192,26 @@ def _speed_child(n: int, weights: str, sigma: float = 0.01) -> None:
         normals_secs = time.perf_counter() - t
     ref = sample_surface(heldout_meshes()["trefoil"], 2 * n, rng)  # the clean surface, densely
     ratio = chamfer(out, ref) / chamfer(noisy, ref)
-    print(json.dumps({"input points": n, "noise %": 100 * sigma, "seconds": round(secs, 1), "of which normals s": round(normals_secs, 1),
+    print(json.dumps({"input points": n, "noise %": 100 * sigma, "precision": "bf16" if " in bf16" in r["method"] else "32",
+                      "seconds": round(secs, 1), "of which normals s": round(normals_secs, 1),
                       "peak RSS MiB": round(rss),
                       "output points": r["output_points"], "denoise / input": round(ratio, 3)}))
 
 
-def speed(weights: Path) -> list:
+def speed(weights: Path, cases=((0.01, 100_000), (0.01, 1_000_000), (0.0, 100_000), (0.0, 1_000_000))) -> list:
+    """`denoise` of each (noise, points) case in its own process, in float32 and, where the CPU has
+    bfloat16 dot products, in bf16 (`--precision bf16`) right after it."""
+    from inr import native
+
+    precisions = ["32"] + (["bf16"] if native.bf16_products() else [])
     rows = []
-    for sigma, n in ((0.01, 100_000), (0.01, 1_000_000), (0.0, 100_000), (0.0, 1_000_000)):
-        out = subprocess.run([sys.executable, __file__, "--speed-child", str(n), "--speed-sigma", str(sigma),
-                              "--weights", str(weights)], capture_output=True, text=True, check=True)
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        print(rows[-1], flush=True)
+    for sigma, n in cases:
+        for precision in precisions:
+            out = subprocess.run([sys.executable, __file__, "--speed-child", str(n), "--speed-sigma", str(sigma),
+                                  "--speed-precision", precision, "--weights", str(weights)],
+                                 capture_output=True, text=True, check=True)
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(rows[-1], flush=True)
     return rows
 
 
@@ -232,21 +240,25 @@ def convs(repeats: int = 5) -> list:
         t_torch = median(lambda: torch_table(fresh()))
         t_native = median(lambda: native.submanifold_table(fresh().keys, 3))
         rows.append({"what": "neighbour table (3x3x3)", "width": "", "voxels": len(coords), "torch s": round(t_torch, 4),
-                     "native s": round(t_native, 4), "speed-up": round(t_torch / t_native, 1)})
+                     "native s": round(t_native, 4), "speed-up": round(t_torch / t_native, 1), "native bf16 s": "",
+                     "bf16 speed-up": ""})
         for width in (32, 64, 96):
             x = SparseTensor(coords, torch.randn(len(coords), width, generator=torch.Generator().manual_seed(0)))
             coarse = _down_map(x)[0]
             coarse = coarse.replace(torch.randn(len(coarse), width, generator=torch.Generator().manual_seed(1)))
             for cls in (SubmanifoldConv3d, DownConv3d, UpConv3d):
                 out = {}
-                for backend in ("torch", "native"):
+                for backend, bf16 in (("torch", False), ("native", False)) + ((("native", True),) if native.bf16_products() else ()):
                     layer = cls(width, width, backend=backend)
+                    layer.bf16 = bf16
                     call = (lambda: layer(coarse, x)) if cls is UpConv3d else (lambda: layer(x))
                     with torch.no_grad():
                         call()  # builds the maps this layer's path caches (a network builds them once per resolution)
-                        out[backend] = median(call)
+                        out[backend + " bf16" * bf16] = median(call)
                 rows.append({"what": cls.__name__, "width": width, "voxels": len(coords), "torch s": round(out["torch"], 4),
-                             "native s": round(out["native"], 4), "speed-up": round(out["torch"] / out["native"], 1)})
+                             "native s": round(out["native"], 4), "speed-up": round(out["torch"] / out["native"], 1),
+                             "native bf16 s": round(out.get("native bf16", float("nan")), 4),
+                             "bf16 speed-up": round(out["native"] / out.get("native bf16", float("nan")), 2)})
                 print(rows[-1], flush=True)
             # the weight gradient of a submanifold layer from its table: per-offset gathers and
             # matmuls in torch (the training path before session 47) against native.gather_wgrad
@@ -262,12 +274,14 @@ def convs(repeats: int = 5) -> list:
 
             t_torch, t_native = median(per_offset), median(lambda: native.gather_wgrad(x.feats, table, grad))
             rows.append({"what": "weight gradient (submanifold)", "width": width, "voxels": len(coords),
-                         "torch s": round(t_torch, 4), "native s": round(t_native, 4), "speed-up": round(t_torch / t_native, 1)})
+                         "torch s": round(t_torch, 4), "native s": round(t_native, 4), "speed-up": round(t_torch / t_native, 1),
+                         "native bf16 s": "", "bf16 speed-up": ""})
             print(rows[-1], flush=True)
     return rows
 
 
 def stage2(weights: Path, repeats: int = 12) -> list:
+    from inr import native
     from inr.pointcloud.network import PointNet
 
     net = load_weights(weights).stage2
@@ -278,12 +292,14 @@ def stage2(weights: Path, repeats: int = 12) -> list:
     rel = torch.rand(V, cfg.neighbours, 3, generator=g) * 4 - 2
     mask = torch.rand(V, cfg.neighbours, generator=g) < 0.3
     runs = [("torch", 1024), ("torch", 256), ("native", 256), ("native", 1024)]
+    runs += [("native bf16", 1024)] if native.bf16_products() else []
     times, outs = {r: [] for r in runs}, {}
     try:
         with torch.no_grad():
             for _ in range(repeats):
                 for backend, block in runs:
-                    net.backend, PointNet.CHUNK, PointNet.NATIVE_CHUNK = backend, block, block
+                    net.backend, net.bf16 = backend.split()[0], backend.endswith("bf16")
+                    PointNet.CHUNK, PointNet.NATIVE_CHUNK = block, block
                     t = time.perf_counter()
                     outs[backend, block] = net(feats, rel, mask)
                     times[backend, block].append(time.perf_counter() - t)
@@ -362,9 +378,12 @@ def main() -> None:
     ap.add_argument("--ablation-steps", type=int, default=300)
     ap.add_argument("--speed-child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--speed-sigma", type=float, default=0.01, help=argparse.SUPPRESS)
+    ap.add_argument("--speed-precision", default="32", help=argparse.SUPPRESS)
+    ap.add_argument("--speed-cases", help="the speed section's cases, NOISE:POINTS,... (default: 0.01:100000,"
+                    "0.01:1000000,0:100000,0:1000000)")
     args = ap.parse_args()
     if args.speed_child:
-        return _speed_child(args.speed_child, args.weights, args.speed_sigma)
+        return _speed_child(args.speed_child, args.weights, args.speed_sigma, args.speed_precision)
     torch.set_num_threads(2)
     weights = Path(args.weights)
     sections = args.sections.split(",")
@@ -372,7 +391,8 @@ def main() -> None:
     runs = {  # section: (what it measures, the results file's name)
         "quality": (lambda: quality(load_weights(weights)), "pointcloud_quality"),
         "ablation": (lambda: ablation(weights, args.ablation_steps), "pointcloud_pe_ablation"),
-        "speed": (lambda: speed(weights), "pointcloud_speed"),
+        "speed": (lambda: speed(weights, *([[(float(c.split(":")[0]), int(c.split(":")[1])) for c in args.speed_cases.split(",")]]
+                                           if args.speed_cases else [])), "pointcloud_speed"),
         "convs": (convs, "pointcloud_convs"),
         "stage2": (lambda: stage2(weights), "pointcloud_stage2"),
         "mls": (mls_speed, "pointcloud_mls"),

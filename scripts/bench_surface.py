@@ -458,12 +458,19 @@ def main() -> None:
     ap.add_argument("--weights", help="reconstruction weights (default: the shipped ones)")
     ap.add_argument("--factors", default="", help="reconstruct: also `reconstruct --factor F` for these (comma-separated, e.g. 8,16)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="fit-sdf preset overrides (train.w_sign=100)")
+    ap.add_argument("--precision", choices=["32", "bf16"], default="32",
+                    help="the reconstruction network's products (as `pointcloud denoise --precision`)")
     args = ap.parse_args()
     progress.set_enabled(False)
     names = args.meshes.split(",") if args.meshes else None
     meshes = load_meshes(names, args.mesh_dir)
     sections = args.only or ["reconstruct", "normals", "sdf", "noisy"]
     model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise", "depthnoise"} & set(sections) else None
+    if model is not None and args.precision == "bf16":
+        from inr.pointcloud.network import use_bf16
+
+        if not use_bf16(model):
+            raise SystemExit("--precision bf16: this CPU has no bfloat16 dot products")
     if "reconstruct" in sections:
         factors = [float(f) for f in args.factors.split(",") if f]
         rows = reconstruct(meshes, model, factors)

@@ -712,7 +712,7 @@ def test_pointcloud_inference_does_not_import_lightning():
 
     code = ("import sys, numpy as np\n"
             "from inr.tasks.pointcloud import network_points\n"
-            "pts, _ = network_points(np.random.default_rng(0).normal(size=(500, 3)))\n"
+            "pts, _, _ = network_points(np.random.default_rng(0).normal(size=(500, 3)))\n"
             "print(len(pts) > 0, 'lightning' in sys.modules, 'lightning.pytorch' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True False False"

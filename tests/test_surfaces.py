@@ -658,7 +658,7 @@ def test_far_strays_neither_coarsen_the_voxel_nor_break_the_network():
     diag = float(np.linalg.norm(hi - lo))
     ways = np.array([[1.0, 0.3, 0.2], [-0.2, 1.0, 0.5], [0.1, -0.4, -1.0]])
     ways /= np.linalg.norm(ways, axis=1, keepdims=True)
-    base, _ = network_points(clean)
+    base, _, _ = network_points(clean)
     assert 1000 < len(base)
     assert nearest_distances(base, clean).max() < 0.1 * diag
     for far in (10.0, 1000.0, 1e6):
@@ -667,7 +667,7 @@ def test_far_strays_neither_coarsen_the_voxel_nor_break_the_network():
         np.testing.assert_array_equal(d_lo.numpy(), lo)  # the clean cloud's box, to the bit
         np.testing.assert_array_equal(d_hi.numpy(), hi)
         assert make_frame(torch.from_numpy(dirty).float(), 56).voxel == make_frame(torch.from_numpy(clean).float(), 56).voxel
-        out, _ = network_points(dirty)
+        out, _, _ = network_points(dirty)
         assert np.linalg.norm(out - (lo + hi) / 2, axis=1).max() < 0.6 * diag, far  # no stray came out
         if far * 56 > STRAY_REACH:  # left out of the input: the same output as without them
             np.testing.assert_allclose(out, base, atol=1e-6, rtol=0)

@@ -151,7 +151,7 @@ def _register_python_side() -> None:
     torch.library.register_autograd("inr_native::mlp_forward", mlp_backward, setup_context=mlp_setup_context)
 
     @torch.library.register_fake("inr_native::gather_conv")
-    def _(x, table, weight, bias):
+    def _(x, table, weight, bias, bf16=False):
         return x.new_empty(table.shape[0], weight.shape[2])
 
     @torch.library.register_fake("inr_native::gather_wgrad")
@@ -163,7 +163,7 @@ def _register_python_side() -> None:
         return keys.new_empty(keys.shape[0], k**3, dtype=torch.int32)
 
     @torch.library.register_fake("inr_native::encoder_first_token")
-    def _(tokens, keep, params, heads, eps):
+    def _(tokens, keep, params, heads, eps, bf16=False):
         return tokens.new_empty(tokens.shape[0], tokens.shape[2])
 
     @torch.library.register_fake("inr_native::mls_project")
@@ -200,14 +200,24 @@ def mlp(x: torch.Tensor, weights: Sequence[torch.Tensor], biases: Sequence[torch
     return _external.native_cpu().mlp_forward(x, list(weights), list(biases))
 
 
-def gather_conv(x: torch.Tensor, table: torch.Tensor, weight: torch.Tensor, bias=None) -> torch.Tensor:
+def bf16_products() -> bool:
+    """Whether the kernels built here have bfloat16 dot products (AVX512-BF16's vdpbf16ps): the
+    `bf16=True` of gather_conv and encoder_first_token. Builds (or loads) the kernels."""
+    from .. import _external
+
+    return bool(_external.native_cpu().bf16_products())
+
+
+def gather_conv(x: torch.Tensor, table: torch.Tensor, weight: torch.Tensor, bias=None, bf16: bool = False) -> torch.Tensor:
     """A sparse convolution's forward pass from its gather table: y_i = bias + sum_o weight[o]^T
     x[table[i, o]] over the entries >= 0 (-1: none). x (N, Cin) float32, table (M, K) int32,
     weight (K, Cin, Cout), bias (Cout,) or None -> (M, Cout). Not differentiable itself: the
-    point-cloud layers' `_GatherConv` gives it gradients."""
+    point-cloud layers' `_GatherConv` gives it gradients. `bf16`: x and the weights rounded to
+    bfloat16, their products summed in float32 (where `bf16_products()`; ~2x the products per
+    instruction)."""
     from .. import _external
 
-    return _external.native_cpu().gather_conv(x, table, weight, bias)
+    return _external.native_cpu().gather_conv(x, table, weight, bias, bf16)
 
 
 def gather_wgrad(x: torch.Tensor, table: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
@@ -227,16 +237,17 @@ def submanifold_table(keys: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def encoder_first_token(tokens: torch.Tensor, keep: torch.Tensor, params: Sequence[torch.Tensor], heads: int,
-                        eps: float) -> torch.Tensor:
+                        eps: float, bf16: bool = False) -> torch.Tensor:
     """Transformer encoder layers (nn.TransformerEncoderLayer with norm_first=False, ReLU, no
     dropout) on many short sequences, the first token's output of the last layer alone.
     tokens (V, T, d) float32, keep (V, T) bool (False: a key left out), params 12 per layer:
     in_proj weight and bias, out_proj weight and bias, norm1 weight and bias, linear1 weight and
     bias, linear2 weight and bias, norm2 weight and bias; all LayerNorms with `eps` -> (V, d).
-    Inference only (no gradient)."""
+    Inference only (no gradient). `bf16`: the linear layers' products in bfloat16 with float32
+    sums (where `bf16_products()`); the attention's products, softmax and norms stay float32."""
     from .. import _external
 
-    return _external.native_cpu().encoder_first_token(tokens, keep, list(params), heads, eps)
+    return _external.native_cpu().encoder_first_token(tokens, keep, list(params), heads, eps, bf16)
 
 
 def mls_project(x: torch.Tensor, ref: torch.Tensor, idx: torch.Tensor, d2: torch.Tensor) -> torch.Tensor:

@@ -62,9 +62,11 @@ inline float lane_sum(vec v) {
 struct Dense {  // rows [first, first + count) of an nn.Linear, in gemm's (in, out_p) layout
   int64_t in, out, out_p;
   std::vector<float> w, b;
+  std::vector<uint32_t> wb;  // w in bf16 pairs (gemm.h), where the products run in bf16
 };
 
-Dense dense(const at::Tensor& weight, const at::Tensor& bias, int64_t first, int64_t count, float scale = 1.f) {
+Dense dense(const at::Tensor& weight, const at::Tensor& bias, int64_t first, int64_t count, bool bf16,
+            float scale = 1.f) {
   const at::Tensor w = weight.contiguous(), b = bias.contiguous();
   TORCH_CHECK(w.scalar_type() == at::kFloat && w.dim() == 2 && w.size(0) >= first + count,
               "encoder: a weight must be float32 (out, in), got ", w.sizes());
@@ -78,6 +80,7 @@ Dense dense(const at::Tensor& weight, const at::Tensor& bias, int64_t first, int
     for (int64_t k = 0; k < D.in; ++k) D.w[k * D.out_p + m] = pw[(first + m) * D.in + k] * scale;
     D.b[m] = pb[first + m] * scale;
   }
+  if (bf16) D.wb = pack_weight_bf16(D.w.data(), D.in, D.out_p);
   return D;
 }
 
@@ -114,11 +117,16 @@ void add_norm(const float* a, const float* y, float* x, int64_t d, const Norm& n
   for (int64_t c = 0; c < d; ++c) x[c] = (x[c] - mean) * inv * n.w[c] + n.b[c];
 }
 
-// p[0, Tp) = softmax of s over the kept columns (weight > 0 in keep), 0 elsewhere
-void softmax(const float* s, const float* keep, float* p, int64_t T, int64_t Tp) {
-  float top = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < T; ++j)
-    if (keep[j] > 0.f) top = std::max(top, s[j]);
+// p[0, Tp) = softmax of s over the kept columns (weight > 0 in keep; none past the sequence), 0 elsewhere
+void softmax(const float* s, const float* keep, float* p, int64_t Tp) {
+  const vec none = splat(-std::numeric_limits<float>::infinity()), zero = splat(0.f);
+  vec most = none;  // the kept columns' maximum per lane (the columns past T are not kept)
+  for (int64_t c = 0; c < Tp; c += kLanes) {
+    const vec v = load(s + c);
+    most = load(keep + c) > zero && v > most ? v : most;
+  }
+  float top = most[0];
+  for (int i = 1; i < kLanes; ++i) top = std::max(top, most[i]);
   if (top == -std::numeric_limits<float>::infinity()) {  // nothing to attend to
     std::fill(p, p + Tp, 0.f);
     return;
@@ -135,21 +143,32 @@ void softmax(const float* s, const float* keep, float* p, int64_t T, int64_t Tp)
 
 struct Buffers {
   std::vector<float> x, q, kv, o, y, f, kt, vh, s, oh, keep;
+  std::vector<uint32_t> ab;  // a product's left rows in bf16 pairs
   Buffers(int64_t T, int64_t dp, int64_t kvp, int64_t ffp, int64_t dh, int64_t Tp)
       : x(kVoxels * T * dp, 0.f), q(kVoxels * T * dp), kv(kVoxels * T * kvp), o(kVoxels * T * dp, 0.f),
         y(kVoxels * T * dp), f(kVoxels * T * ffp), kt(dh * Tp, 0.f), vh(Tp * padded(dh), 0.f), s(T * Tp),
         oh(T * padded(dh)), keep(kVoxels * Tp, 0.f) {}
 };
 
+// C[n, out_p] = A[n, in] @ D (+ its bias), then the epilogue: in bf16 where D carries bf16 weights
+void linear(int64_t n, const float* A, int64_t lda, const Dense& D, float* C, int64_t ldc, Buffers& B,
+            Epilogue epilogue = kNone) {
+#if INR_BF16
+  if (!D.wb.empty()) return gemm_bf16(n, A, lda, D.in, D.wb.data(), D.out_p, D.b.data(), C, ldc, epilogue, B.ab);
+#endif
+  gemm(n, A, lda, D.in, D.w.data(), D.out_p, D.b.data(), C, ldc, epilogue);
+}
+
 // One layer on G sequences of T tokens in B.x (rows of stride dp). every_row: every token's row,
-// written back to B.x; else the first token's alone, written to B.y's first G rows.
+// written back to B.x; else the first token's alone, written to B.y's first G rows. The attention's
+// own products (queries x keys, weights x values) stay in float32.
 void run_layer(const Layer& L, int64_t G, int64_t T, bool every_row, int64_t d, int64_t heads, float eps, Buffers& B) {
   const int64_t dp = padded(d), kvp = L.kv.out_p, ffp = L.ff1.out_p, dh = d / heads, dhp = padded(dh);
   const int64_t Tp = padded(T), rq = every_row ? T : 1, nq = G * rq;
   float* X = B.x.data();
   // queries (scaled by 1/sqrt(dh) in their weights) of the rows asked for; keys and values of all
-  gemm(nq, X, every_row ? dp : T * dp, d, L.q.w.data(), L.q.out_p, L.q.b.data(), B.q.data(), dp);
-  gemm(G * T, X, dp, d, L.kv.w.data(), kvp, L.kv.b.data(), B.kv.data(), kvp);
+  linear(nq, X, every_row ? dp : T * dp, L.q, B.q.data(), dp, B);
+  linear(G * T, X, dp, L.kv, B.kv.data(), kvp, B);
   for (int64_t v = 0; v < G; ++v) {
     const float* kv = B.kv.data() + v * T * kvp;
     for (int64_t h = 0; h < heads; ++h) {
@@ -160,17 +179,17 @@ void run_layer(const Layer& L, int64_t G, int64_t T, bool every_row, int64_t d, 
         }
       gemm(rq, B.q.data() + v * rq * dp + h * dh, dp, dh, B.kt.data(), Tp, nullptr, B.s.data(), Tp);
       for (int64_t i = 0; i < rq; ++i)
-        softmax(B.s.data() + i * Tp, B.keep.data() + v * Tp, B.s.data() + i * Tp, T, Tp);
+        softmax(B.s.data() + i * Tp, B.keep.data() + v * Tp, B.s.data() + i * Tp, Tp);
       gemm(rq, B.s.data(), Tp, Tp, B.vh.data(), dhp, nullptr, B.oh.data(), dhp);
       for (int64_t i = 0; i < rq; ++i)
         std::memcpy(B.o.data() + (v * rq + i) * dp + h * dh, B.oh.data() + i * dhp, dh * sizeof(float));
     }
   }
-  gemm(nq, B.o.data(), dp, d, L.o.w.data(), dp, L.o.b.data(), B.y.data(), dp);
+  linear(nq, B.o.data(), dp, L.o, B.y.data(), dp, B);
   for (int64_t i = 0; i < nq; ++i)  // h = norm1(x + attention)
     add_norm(X + (every_row ? i : i * T) * dp, B.y.data() + i * dp, B.y.data() + i * dp, d, L.n1, eps);
-  gemm(nq, B.y.data(), dp, d, L.ff1.w.data(), ffp, L.ff1.b.data(), B.f.data(), ffp, kRelu);
-  gemm(nq, B.f.data(), ffp, L.ff1.out, L.ff2.w.data(), dp, L.ff2.b.data(), B.o.data(), dp);
+  linear(nq, B.y.data(), dp, L.ff1, B.f.data(), ffp, B, kRelu);
+  linear(nq, B.f.data(), ffp, L.ff2, B.o.data(), dp, B);
   float* out = every_row ? X : B.y.data();
   for (int64_t i = 0; i < nq; ++i)  // x' = norm2(h + feed-forward)
     add_norm(B.y.data() + i * dp, B.o.data() + i * dp, out + i * dp, d, L.n2, eps);
@@ -178,9 +197,10 @@ void run_layer(const Layer& L, int64_t G, int64_t T, bool every_row, int64_t d, 
 
 // tokens (V, T, d) float32, keep (V, T) bool, 12 tensors per layer (in_proj weight and bias,
 // out_proj weight and bias, norm1 weight and bias, linear1 weight and bias, linear2 weight and
-// bias, norm2 weight and bias) -> (V, d): the first token's output of the last layer.
+// bias, norm2 weight and bias) -> (V, d): the first token's output of the last layer. bf16: the
+// linear layers' products in bfloat16 with float32 sums (where the CPU has them: native_bf16()).
 at::Tensor encoder_first_token(const at::Tensor& tokens_in, const at::Tensor& keep_in, at::TensorList params,
-                               int64_t heads, double eps) {
+                               int64_t heads, double eps, bool bf16) {
   const at::Tensor tokens = tokens_in.contiguous(), keep = keep_in.contiguous();
   TORCH_CHECK(tokens.device().is_cpu() && tokens.scalar_type() == at::kFloat && tokens.dim() == 3,
               "encoder: tokens must be a (V, T, d) float32 CPU tensor");
@@ -190,6 +210,7 @@ at::Tensor encoder_first_token(const at::Tensor& tokens_in, const at::Tensor& ke
   TORCH_CHECK(!params.empty() && params.size() % 12 == 0, "encoder: 12 tensors per layer");
   TORCH_CHECK(heads > 0 && d % heads == 0 && T > 0, "encoder: d = ", d, " is not a multiple of heads = ", heads);
   const int64_t dh = d / heads;
+  TORCH_CHECK(!bf16 || INR_BF16, "encoder: this CPU build has no bfloat16 dot products");
   std::vector<Layer> layers;
   for (size_t l = 0; l < params.size(); l += 12) {
     const at::TensorList p = params.slice(l, 12);
@@ -198,8 +219,8 @@ at::Tensor encoder_first_token(const at::Tensor& tokens_in, const at::Tensor& ke
     for (int i : {4, 5, 10, 11})
       TORCH_CHECK(p[i].scalar_type() == at::kFloat && p[i].is_contiguous() && p[i].numel() == d,
                   "encoder: norm weights and biases must be contiguous float32 (", d, ")");
-    Layer L{dense(p[0], p[1], 0, d, 1.f / std::sqrt(static_cast<float>(dh))), dense(p[0], p[1], d, 2 * d),
-            dense(p[2], p[3], 0, d), dense(p[6], p[7], 0, p[6].size(0)), dense(p[8], p[9], 0, d),
+    Layer L{dense(p[0], p[1], 0, d, bf16, 1.f / std::sqrt(static_cast<float>(dh))), dense(p[0], p[1], d, 2 * d, bf16),
+            dense(p[2], p[3], 0, d, bf16), dense(p[6], p[7], 0, p[6].size(0), bf16), dense(p[8], p[9], 0, d, bf16),
             Norm{p[4].data_ptr<float>(), p[5].data_ptr<float>()}, Norm{p[10].data_ptr<float>(), p[11].data_ptr<float>()}};
     TORCH_CHECK(L.o.in == d && L.ff1.in == d && L.ff2.in == L.ff1.out, "encoder: layer widths do not chain");
     layers.push_back(std::move(L));
@@ -225,10 +246,13 @@ at::Tensor encoder_first_token(const at::Tensor& tokens_in, const at::Tensor& ke
   return out;
 }
 
+bool bf16_products() { return INR_BF16; }
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(inr_native, m) {
-  m.def("encoder_first_token(Tensor tokens, Tensor keep, Tensor[] params, int heads, float eps) -> Tensor");
+  m.def("bf16_products", &bf16_products);  // no tensor to dispatch on: one kernel for every key
+  m.def("encoder_first_token(Tensor tokens, Tensor keep, Tensor[] params, int heads, float eps, bool bf16=False) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(inr_native, CPU, m) { m.impl("encoder_first_token", &encoder_first_token); }

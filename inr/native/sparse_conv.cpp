@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -54,8 +55,9 @@ inline void add_rows(const float* const* A, int64_t K, const float* W, int64_t M
   for_column_blocks(M, [&](int64_t c, auto mv) { add_block<R, decltype(mv)::value>(A, K, W, M, C, c); });
 }
 
+// bf16: the products in bfloat16 with float32 sums (x and the weights rounded once; gemm.h).
 at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at::Tensor& weight_,
-                       const std::optional<at::Tensor>& bias_) {
+                       const std::optional<at::Tensor>& bias_, bool bf16) {
   TORCH_CHECK(x_.dim() == 2 && x_.scalar_type() == at::kFloat, "gather_conv: x must be (N, Cin) float32");
   TORCH_CHECK(weight_.dim() == 3 && weight_.size(1) == x_.size(1) && weight_.scalar_type() == at::kFloat,
               "gather_conv: weight must be (K, Cin, Cout) float32");
@@ -75,10 +77,29 @@ at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at:
   const float* wp = weight.data_ptr<float>();
   const float* bp = bias.data_ptr<float>();
   float* yp = y.data_ptr<float>();
+  TORCH_CHECK(!bf16 || INR_BF16, "gather_conv: this CPU build has no bfloat16 dot products");
+  const int64_t C2 = pairs(Cin);
+  // The weights in bf16 pairs; x's rows too, once, where each is read by many outputs (a submanifold
+  // kernel's 27 offsets), else (the stride-2 layers' 8, each row read by one to eight) as gathered.
+  const bool whole = bf16 && K > 8;
+  std::unique_ptr<uint32_t[]> xb(whole ? new uint32_t[N * C2] : nullptr);  // left unset: every row is written
+  if (whole)
+    at::parallel_for(0, N, 2048, [&](int64_t i0, int64_t i1) {
+      pack_rows_bf16(i1 - i0, xp + i0 * Cin, Cin, Cin, xb.get() + i0 * C2);
+    });
+  std::vector<uint32_t> wb;
+  if (bf16) {
+    for (int64_t o = 0; o < K; ++o) {
+      const std::vector<uint32_t> w = pack_weight_bf16(wp + o * Cin * Cp, Cin, Cp);
+      wb.insert(wb.end(), w.begin(), w.end());
+    }
+  }
   std::atomic<bool> bad{false};
   at::parallel_for(0, (M + kTile - 1) / kTile, 1, [&](int64_t t0, int64_t t1) {
     const float* A[kTile];
+    const uint32_t* Ab[kTile];
     float* C[kTile];
+    std::vector<uint32_t> rows(bf16 && !whole ? kTile * C2 : 0);  // a tile's gathered rows in bf16 pairs
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t r0 = t * kTile, n = std::min(kTile, M - r0);
       for (int64_t r = 0; r < n; ++r) std::memcpy(yp + (r0 + r) * Cp, bp, Cp * sizeof(float));
@@ -92,11 +113,24 @@ at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at:
             continue;
           }
           A[m] = xp + s * Cin;
+          if (whole) Ab[m] = xb.get() + s * C2;
           C[m] = yp + (r0 + r) * Cp;
           ++m;
         }
-        const float* W = wp + o * Cin * Cp;
         int i = 0;
+#if INR_BF16
+        if (bf16) {
+          for (int j = 0; j < m && !whole; ++j) {
+            pack_rows_bf16(1, A[j], Cin, Cin, rows.data() + j * C2);
+            Ab[j] = rows.data() + j * C2;
+          }
+          const uint32_t* W = wb.data() + o * C2 * Cp;
+          for (; i + kRows <= m; i += kRows) gemm_rows_bf16<kRows>(Ab + i, C2, W, Cp, nullptr, C + i, true, kNone);
+          for (; i < m; ++i) gemm_rows_bf16<1>(Ab + i, C2, W, Cp, nullptr, C + i, true, kNone);
+          continue;
+        }
+#endif
+        const float* W = wp + o * Cin * Cp;
         for (; i + kRows <= m; i += kRows) add_rows<kRows>(A + i, Cin, W, Cp, C + i);
         for (; i < m; ++i) add_rows<1>(A + i, Cin, W, Cp, C + i);
       }
@@ -197,7 +231,7 @@ at::Tensor submanifold_table(const at::Tensor& keys_, int64_t k) {
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(inr_native, m) {
-  m.def("gather_conv(Tensor x, Tensor table, Tensor weight, Tensor? bias) -> Tensor");
+  m.def("gather_conv(Tensor x, Tensor table, Tensor weight, Tensor? bias, bool bf16=False) -> Tensor");
   m.def("submanifold_table(Tensor keys, int k) -> Tensor");
   m.def("gather_wgrad(Tensor x, Tensor table, Tensor grad) -> Tensor");
 }

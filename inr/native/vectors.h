@@ -10,6 +10,13 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+#include <immintrin.h>
+#define INR_BF16 1  // bfloat16 dot products (vdpbf16ps): gemm.h's gemm_bf16
+#else
+#define INR_BF16 0
+#endif
+
 #if defined(__clang__)
 #pragma clang fp contract(fast)
 #elif defined(__GNUC__)
@@ -40,6 +47,16 @@ inline vec load(const float* p) {
 }
 inline void store(float* p, vec v) { std::memcpy(p, &v, sizeof v); }
 inline int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// A float rounded to bfloat16 (to nearest, ties to even; NaN stays NaN): its upper 16 bits.
+inline uint32_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;  // NaN: keep it quiet
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+// Two bfloat16 in one 32-bit word, the first in the low half: one lane of a vdpbf16ps operand.
+inline uint32_t bf16_pair(float first, float second) { return bf16_bits(first) | bf16_bits(second) << 16; }
 
 // Calls f(column, std::integral_constant<int, MV>) for each block of up to 4 vectors of M columns.
 template <typename F>

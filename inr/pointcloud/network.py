@@ -166,6 +166,8 @@ class PointNet(nn.Module):
         self.backend = "auto"
         """The transformer's: 'native' (inr/native/encoder.cpp, inference on CPU float32 only),
         'torch', or 'auto' (native where it runs, else torch; `INR_NATIVE=0` turns it off)."""
+        self.bf16 = False
+        """Where the transformer runs natively: its linear layers' products in bfloat16 (`use_bf16`)."""
 
     CHUNK = 256
     """Voxels per block of the torch path's forward: the tokens of 256 voxels (33 x 64 floats
@@ -190,7 +192,8 @@ class PointNet(nn.Module):
         keep = torch.cat([torch.ones_like(mask[:, :1]), ~mask], 1)  # (V, 1 + k)
         layers = self.transformer.layers
         if native_runs:
-            first = native.encoder_first_token(tokens, keep, self._native_params(), self.cfg.heads, layers[0].norm1.eps)
+            first = native.encoder_first_token(tokens, keep, self._native_params(), self.cfg.heads, layers[0].norm1.eps,
+                                               self.bf16)
         else:
             for k, layer in enumerate(layers):
                 # only the voxel token's output is read: the last layer computes its row alone
@@ -237,3 +240,15 @@ def _encoder_layer(layer: nn.TransformerEncoderLayer, x: torch.Tensor, rows: tor
     o = nn.functional.scaled_dot_product_attention(split(q), split(k), split(v), attn_mask=keep)
     h = layer.norm1(rows + attn.out_proj(o.transpose(1, 2).flatten(2)))
     return layer.norm2(h + layer.linear2(layer.linear1(h).relu_()))
+
+
+def use_bf16(model: nn.Module, on: bool = True) -> bool:
+    """Run the native kernels of `model`'s layers (the sparse convolutions, stage 2's transformer)
+    with their products in bfloat16 and float32 sums at inference, where the CPU has bfloat16 dot
+    products (`native.bf16_products()`; else they stay float32). Returns whether they now do.
+    Training, the torch paths and CUDA are not affected."""
+    on = bool(on) and _external.has_native_cpu() and native.bf16_products()
+    for m in model.modules():
+        if hasattr(m, "bf16"):
+            m.bf16 = on
+    return on

@@ -11,7 +11,8 @@ runs within ~20 % of its speed), and the one CUDA, float64 and autocast take.
 
 On the CPU in float32 without autocast the layers take the native kernel instead
 (`inr/native/sparse_conv.cpp`, backend 'auto'): one gather table per layer ((M, K) rows of x, -1
-where none), every output row summed in the cache in one pass (README "Native CPU kernels").
+where none), every output row summed in the cache in one pass (README "Native CPU kernels"); at
+inference its products can run in bfloat16 with float32 sums (`bf16`, `network.use_bf16`).
 Training goes through it too (`_GatherConv`): the input gradient is the same gather over the
 transposed table (for a submanifold convolution the table itself, the offsets mirrored), the
 weight gradient the kernel's `gather_wgrad` over the layer's own table.
@@ -82,7 +83,7 @@ def _native_conv(layer: nn.Module, feats: torch.Tensor, table: torch.Tensor, tra
     table, built only where a gradient is wanted."""
     if _wants_grad(layer, feats):
         return _GatherConv.apply(feats, layer.weight, layer.bias, table, transposed(), mirror)
-    return native.gather_conv(feats, table, layer.weight, layer.bias)
+    return native.gather_conv(feats, table, layer.weight, layer.bias, layer.bf16)
 
 
 def _check_backend(backend: str) -> str:
@@ -159,6 +160,7 @@ class SubmanifoldConv3d(nn.Module):
                  backend: str = "auto") -> None:
         super().__init__()
         self.backend = _check_backend(backend)
+        self.bf16 = False  # inference on the native kernel: products in bfloat16 (`network.use_bf16`)
         if kernel_size % 2 != 1:
             raise ValueError("submanifold convolutions need an odd kernel size")
         self.k = kernel_size
@@ -198,6 +200,7 @@ class DownConv3d(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True, backend: str = "auto") -> None:
         super().__init__()
         self.backend = _check_backend(backend)
+        self.bf16 = False  # inference on the native kernel: products in bfloat16 (`network.use_bf16`)
         self.weight = nn.Parameter(torch.empty(8, in_channels, out_channels))
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / (8 * in_channels)))
@@ -235,6 +238,7 @@ class UpConv3d(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, bias: bool = True, backend: str = "auto") -> None:
         super().__init__()
         self.backend = _check_backend(backend)
+        self.bf16 = False  # inference on the native kernel: products in bfloat16 (`network.use_bf16`)
         self.weight = nn.Parameter(torch.empty(8, in_channels, out_channels))
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
         nn.init.normal_(self.weight, std=math.sqrt(2.0 / in_channels))

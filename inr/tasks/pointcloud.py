@@ -70,25 +70,29 @@ def default_weights() -> Path:
 
 
 def network_points(points: np.ndarray, weights: Optional[Path] = None, voxel: Optional[float] = None,
-                   device: str = "auto", progress: bool = False):
-    """(every point the reconstruction network outputs for the cloud (M, 3) float64, the weights' path)."""
+                   device: str = "auto", progress: bool = False, precision: str = "32"):
+    """(every point the reconstruction network outputs for the cloud (M, 3) float64, the weights' path,
+    whether its native kernels ran their products in bfloat16: precision 'bf16' where the CPU has
+    them, `pointcloud.network.use_bf16`)."""
     import torch
 
     from ..devices import resolve_device
+    from ..pointcloud.network import use_bf16
     from ..pointcloud.weights import load_weights
 
     path = Path(weights) if weights else default_weights()
     if not weights and not path.is_file():
         raise InputError(path, "no trained weights are shipped yet; pass --weights DIR/model.pt from `inr pointcloud train`")
     model = load_weights(path).to(resolve_device(device))
+    bf16 = precision == "bf16" and next(model.parameters()).device.type == "cpu" and use_bf16(model)
     pts, _ = model.reconstruct(torch.from_numpy(points), voxel=voxel, progress=progress)  # float64 in and out
-    return pts.double().cpu().numpy(), path
+    return pts.double().cpu().numpy(), path, bf16
 
 
 def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
                  baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
                  voxel: Optional[float] = None, progress: bool = False, device: str = "auto",
-                 normals: Optional[bool] = None) -> Dict[str, Any]:
+                 normals: Optional[bool] = None, precision: str = "32") -> Dict[str, Any]:
     """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
     the network always denoises) a cloud file into another; or a baseline for denoise: 'open3d'
     (statistical outlier removal) or 'mls' (moving-least-squares projection, `inr.pointcloud.mls`).
@@ -98,7 +102,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     where the input has normals, a scanner's, they give the sides; an E57 or PTX scan's stations,
     or an organized PCD's viewpoint, give them too: `read_scan`); None: where the format holds them
     (all but XYZ and NPY). The input's normals are not needed: zero or NaN ones (unknown, as some
-    writers leave them) are passed over."""
+    writers leave them) are passed over. precision: '32', or 'bf16' (the native kernels' products
+    in bfloat16 where the CPU has them; the method then says so)."""
     from ..data.pointclouds import check_write_format, read_scan, write_cloud
     from .outputs import nearest_colours
     from ..pointcloud.mls import mls_fill
@@ -127,9 +132,9 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             result = statistical_outlier_baseline(points)
             method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
     else:
-        pts, path = network_points(points, weights, voxel, device, progress)
+        pts, path, bf16 = network_points(points, weights, voxel, device, progress, precision)
         want = len(points) if mode == "denoise" else int(round(factor * len(points)))
-        method = f"network {path}"
+        method = f"network {path}" + (" in bf16" if bf16 else " in float32: this CPU has no bf16 products" if precision == "bf16" else "")
         if len(pts) < want:  # the network gives at most points_per_voxel per occupied voxel
             method += f" ({len(pts):,} points, filled in between on their MLS surface)"
         result = mls_fill(pts, want, seed)

@@ -35,7 +35,7 @@ def denoise(points: np.ndarray, how: str, weights: Optional[str] = None, voxel: 
     from ..pointcloud.mls import mls_fill
     from .pointcloud import network_points
 
-    out, _ = network_points(points, weights, voxel, device, progress)
+    out, _, _ = network_points(points, weights, voxel, device, progress)
     return mls_fill(out, len(points), seed)
 
 
