@@ -134,7 +134,9 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     else:
         pts, path, bf16 = network_points(points, weights, voxel, device, progress, precision)
         want = len(points) if mode == "denoise" else int(round(factor * len(points)))
-        method = f"network {path}" + (" in bf16" if bf16 else " in float32: this CPU has no bf16 products" if precision == "bf16" else "")
+        method = f"network {path}"
+        if precision == "bf16":
+            method += " in bf16" if bf16 else " in float32: bf16 products need the native kernels on a CPU with AVX512-BF16"
         if len(pts) < want:  # the network gives at most points_per_voxel per occupied voxel
             method += f" ({len(pts):,} points, filled in between on their MLS surface)"
         result = mls_fill(pts, want, seed)
