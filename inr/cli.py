@@ -278,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sdf: training seconds (default 120)")
     p.add_argument("--steps", type=positive_int, help="sdf: optimizer steps (default: the budget decides)")
     p.add_argument("--resolution", type=positive_int, help="sdf: marching-cubes lattice points per side (default 256)")
+    p.add_argument("--trim", type=float, metavar="K", help="sdf: drop the large patches of faces farther than K units "
+                   "(the larger of the points' median spacing and the lattice cell) from every point (default: the "
+                   "preset's, 1; 0: the whole, closed level set, watertight, for a closed object scanned all round)")
     p.add_argument("--poisson-depth", type=positive_int, default=8, help="poisson: octree depth (default 8)")
     p.add_argument("--poisson-trim", type=float, default=0.0, metavar="Q",
                    help="poisson: remove the vertices whose Poisson density (the points' support) is below this "
@@ -342,7 +345,7 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
 
         r = mesh_file(Path(args.inp), Path(args.out), args.method, args.denoise, args.weights, args.preset, args.time_budget,
                       args.steps, args.resolution, args.poisson_depth, args.overwrite, args.device, not args.no_progress,
-                      args.seed, args.voxel_size, args.poisson_trim)
+                      args.seed, args.voxel_size, args.poisson_trim, args.trim)
         print(f"wrote {r['out']}: {r['faces']:,} faces" + (" with the scan's colours" if r["coloured"] else "")
               + f" from {r['input_points']:,} points (denoise {r['denoise']}, normals {r['normals']}, "
               f"{r['method']}) in {r['seconds']:.1f} s" + (f"; the SDF run is {r['run']}" if "run" in r else "")

@@ -584,6 +584,31 @@ def test_pointcloud_mesh_poisson_and_sdf(tmp_path, capsys):
     assert main(args) == 2 and "already holds a run" in capsys.readouterr().err
     assert main(["pointcloud", "mesh", str(tmp_path / "in.npy"), str(tmp_path / "x.stl")]) == 2
     assert "unsupported mesh format" in capsys.readouterr().err
+    for bad in (["--trim", "-1"], ["--trim", "0", "--method", "poisson"]):
+        assert main(["pointcloud", "mesh", str(tmp_path / "oriented.ply"), str(tmp_path / "t.ply"), *bad]) == 2
+        assert "--trim" in capsys.readouterr().err and not (tmp_path / "t.ply").exists()
+
+
+def test_pointcloud_mesh_trim_0_keeps_the_closed_level_set_of_an_open_scan(tmp_path):
+    # a dome: trimmed at the preset's reach, the field's invented underside goes; at 0 it stays, closed
+    import trimesh
+
+    dome = _sphere_points(6000, seed=3)
+    dome = dome[dome[:, 2] > 0]
+    write_cloud(tmp_path / "dome.ply", dome, normals=dome)
+    meshes = {}
+    for trim in (None, "0"):
+        out = tmp_path / f"m{trim}.ply"
+        assert main(["pointcloud", "mesh", str(tmp_path / "dome.ply"), str(out), "--denoise", "none", "--steps", "150",
+                     "--resolution", "48", "--no-progress"] + (["--trim", trim] if trim else [])) == 0
+        meshes[trim] = trimesh.load(out)
+        metrics = json.loads((tmp_path / f"m{trim}-run" / "metrics.json").read_text())
+        assert (metrics["trimmed_faces"] == 0) == (trim == "0"), metrics["trimmed_faces"]
+    assert meshes["0"].is_watertight and not meshes[None].is_watertight
+    # the closed one's extra faces are the cap the field closes the dome's opening with, inside the sphere
+    assert len(meshes[None].faces) < 0.85 * len(meshes["0"].faces)
+    inside = {t: (np.linalg.norm(m.vertices, axis=1) < 0.9).sum() for t, m in meshes.items()}
+    assert inside["0"] > 200 and inside[None] == 0, inside
 
 
 def test_read_surface_without_normals_reads_the_same_points_and_estimates_none(tmp_path):

@@ -43,7 +43,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
               preset: Optional[str] = None, time_budget: Optional[float] = 120.0, steps: Optional[int] = None,
               resolution: Optional[int] = None, poisson_depth: int = 8, overwrite: bool = False, device: str = "auto",
               progress: bool = True, seed: int = 0, voxel: Optional[float] = None,
-              poisson_trim: float = 0.0) -> Dict[str, Any]:
+              poisson_trim: float = 0.0, trim: Optional[float] = None) -> Dict[str, Any]:
+    """trim: sdf's reach (the fit's train.mesh_trim; None: the preset's, 0: the whole, closed level set)."""
     from ..data.pointclouds import read_scan, write_cloud
     from ..data.surfaces import scan_normals
     from ..pointcloud.strays import strays
@@ -58,6 +59,9 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         raise InputError(None, f"--poisson-trim is a quantile in [0, 1), got {poisson_trim:g}")
     if poisson_trim and method != "poisson":
         raise InputError(None, f"--poisson-trim trims Poisson's surface: it needs --method poisson (got {method})")
+    if trim is not None and (trim < 0 or method != "sdf"):
+        raise InputError(None, f"--trim trims the fitted SDF's mesh: it needs --method sdf and a reach >= 0 (got "
+                         f"{trim:g} with --method {method}; Poisson's surface: --poisson-trim)")
     if method != "sdf":  # before the network runs
         from .. import _external
 
@@ -100,6 +104,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
 
         write_cloud(oriented, cleaned, None if colors is None else nearest_colours(cleaned, points, colors), normals)
         overrides = {"train.mesh_resolution": resolution} if resolution else {}
+        if trim is not None:
+            overrides["train.mesh_trim"] = trim
         opts = RunOptions(task="sdf", input=str(oriented), preset=preset, out=str(run_dir), steps=steps,
                           time_budget=time_budget, seed=seed, overrides=overrides, device=device, progress=progress,
                           overwrite=overwrite)
