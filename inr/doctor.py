@@ -68,6 +68,13 @@ def report() -> List[str]:
     lines.append("  point transformer:   " + ("native C++ kernel at inference (inr/native/encoder.cpp)"
                                                if native == "usable" else f"torch ({native})")
                  + "; training and CUDA run in torch")
+    if native == "usable":
+        from . import native as kernels
+
+        lines.append("  bf16 products:       " + ("yes (AVX512-BF16): pointcloud denoise|densify|reconstruct "
+                                                 "--precision bf16 runs the two kernels above in bf16"
+                                                 if kernels.bf16_products() else
+                                                 "no (this CPU has no AVX512-BF16): --precision bf16 stays float32"))
     lines.append(f"  occupancy marcher:   {march}")
     o3d = _reason(_external.open3d)
     lines.append("  point clouds:        " + ("open3d (PLY/PCD/XYZ, outlier baseline)" if o3d == "usable"

@@ -152,6 +152,9 @@ def test_doctor_reports_devices_and_backends(capsys):
     assert "hash grid:" in out and "occupancy marcher:" in out and "point clouds:" in out and "LAS/LAZ clouds:" in out and "E57 scans:" in out
     assert "sparse convolutions: native C++ kernel" in out  # `make setup` installs the compiler
     assert "point transformer:   native C++ kernel at inference" in out
+    from inr import native
+
+    assert ("bf16 products:       yes" if native.bf16_products() else "bf16 products:       no") in out
     assert "k-NN and normals:    native C++ grid search" in out
 
 
