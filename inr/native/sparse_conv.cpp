@@ -55,7 +55,7 @@ inline void add_rows(const float* const* A, int64_t K, const float* W, int64_t M
   for_column_blocks(M, [&](int64_t c, auto mv) { add_block<R, decltype(mv)::value>(A, K, W, M, C, c); });
 }
 
-// bf16: the products in bfloat16 with float32 sums (x and the weights rounded once; gemm.h).
+// bf16: the products in bfloat16 with float32 sums (gemm.h; the weights rounded once per call, x as below).
 at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at::Tensor& weight_,
                        const std::optional<at::Tensor>& bias_, bool bf16) {
   TORCH_CHECK(x_.dim() == 2 && x_.scalar_type() == at::kFloat, "gather_conv: x must be (N, Cin) float32");
