@@ -12,6 +12,8 @@ from inr import _external, native
 from inr.pointcloud.network import PointNet, ReconstructionConfig, use_bf16
 from inr.pointcloud.sparse_conv import SparseTensor, SubmanifoldConv3d
 
+from .test_native_encoder import _encoder, _params
+
 pytestmark = pytest.mark.skipif(not (_external.has_native_cpu() and native.bf16_products()),
                                 reason="no bfloat16 dot products on this CPU (or no native kernels)")
 
@@ -50,24 +52,6 @@ def test_bf16_gather_conv_is_exact_on_operands_that_bfloat16_holds():
     w = torch.randint(-4, 5, (3, 16, 16), generator=g).float()
     table = torch.randint(-1, 40, (30, 3), generator=g, dtype=torch.int32)
     assert torch.equal(native.gather_conv(x, table, w, None, True), native.gather_conv(x, table, w, None))
-
-
-def _encoder(d, heads, ff, layers, seed):
-    torch.manual_seed(seed)
-    layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True)
-    enc = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).eval()
-    with torch.no_grad():
-        for name, p in enc.named_parameters():
-            if "bias" in name or "norm" in name:
-                p.add_(0.3 * torch.randn(p.shape))
-    return enc
-
-
-def _params(enc):
-    return [t for L in enc.layers
-            for t in (L.self_attn.in_proj_weight, L.self_attn.in_proj_bias, L.self_attn.out_proj.weight,
-                      L.self_attn.out_proj.bias, L.norm1.weight, L.norm1.bias, L.linear1.weight, L.linear1.bias,
-                      L.linear2.weight, L.linear2.bias, L.norm2.weight, L.norm2.bias)]
 
 
 def _reference(enc, tokens, keep, rounded):

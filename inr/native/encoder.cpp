@@ -80,7 +80,10 @@ Dense dense(const at::Tensor& weight, const at::Tensor& bias, int64_t first, int
     for (int64_t k = 0; k < D.in; ++k) D.w[k * D.out_p + m] = pw[(first + m) * D.in + k] * scale;
     D.b[m] = pb[first + m] * scale;
   }
-  if (bf16) D.wb = pack_weight_bf16(D.w.data(), D.in, D.out_p);
+  if (bf16) {
+    D.wb.resize(pairs(D.in) * D.out_p);
+    pack_weight_bf16(D.w.data(), D.in, D.out_p, D.wb.data());
+  }
   return D;
 }
 

@@ -87,13 +87,8 @@ at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at:
     at::parallel_for(0, N, 2048, [&](int64_t i0, int64_t i1) {
       pack_rows_bf16(i1 - i0, xp + i0 * Cin, Cin, Cin, xb.get() + i0 * C2);
     });
-  std::vector<uint32_t> wb;
-  if (bf16) {
-    for (int64_t o = 0; o < K; ++o) {
-      const std::vector<uint32_t> w = pack_weight_bf16(wp + o * Cin * Cp, Cin, Cp);
-      wb.insert(wb.end(), w.begin(), w.end());
-    }
-  }
+  std::vector<uint32_t> wb(bf16 ? K * C2 * Cp : 0);
+  for (int64_t o = 0; o < K && bf16; ++o) pack_weight_bf16(wp + o * Cin * Cp, Cin, Cp, wb.data() + o * C2 * Cp);
   std::atomic<bool> bad{false};
   at::parallel_for(0, (M + kTile - 1) / kTile, 1, [&](int64_t t0, int64_t t1) {
     const float* A[kTile];
@@ -120,10 +115,11 @@ at::Tensor gather_conv(const at::Tensor& x_, const at::Tensor& table_, const at:
         int i = 0;
 #if INR_BF16
         if (bf16) {
-          for (int j = 0; j < m && !whole; ++j) {
-            pack_rows_bf16(1, A[j], Cin, Cin, rows.data() + j * C2);
-            Ab[j] = rows.data() + j * C2;
-          }
+          if (!whole)
+            for (int j = 0; j < m; ++j) {
+              pack_rows_bf16(1, A[j], Cin, Cin, rows.data() + j * C2);
+              Ab[j] = rows.data() + j * C2;
+            }
           const uint32_t* W = wb.data() + o * C2 * Cp;
           for (; i + kRows <= m; i += kRows) gemm_rows_bf16<kRows>(Ab + i, C2, W, Cp, nullptr, C + i, true, kNone);
           for (; i < m; ++i) gemm_rows_bf16<1>(Ab + i, C2, W, Cp, nullptr, C + i, true, kNone);
