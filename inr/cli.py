@@ -445,8 +445,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     args.task = "audio" if Path(args.input).suffix.lower() in (".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif") else "image"
     opts = run_options(args)
     table = run_compare(opts, names)
-    print(table)
-    print(f"outputs in {args.out}")
+    if table:
+        print(table)
+        print(f"outputs in {args.out}")
     return 0
 
 

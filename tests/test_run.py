@@ -125,9 +125,27 @@ def test_signal_fits_with_ddp_on_two_cpu_processes(tmp_path, task):
            "--out", str(out), *TINY]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "terminate called" not in proc.stderr  # a process ended with its process group open
     assert proc.stdout.count("PSNR") == 1  # only the first process reports
     m = json.loads((out / "metrics.json").read_text())
     assert m["devices"] == 2 and (m["steps"] == 4 if task != "audio" else 0 < m["steps"] <= 400)
+
+
+@pytest.mark.slow
+def test_compare_runs_every_preset_with_ddp_on_two_cpu_processes(tmp_path):
+    # each preset's training is its own process group: closed after one run, opened again for
+    # the next; the second process trains every run and writes nothing
+    img = smooth_image(tmp_path / "a.png", 12)
+    out = tmp_path / "cmp"
+    cmd = [sys.executable, "-m", "inr", "compare", str(img), "--presets", "relu,siren", "--steps", "3", "--devices", "2",
+           "--device", "cpu", "--out", str(out), "--no-progress"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("| preset |") == 1 and "terminate called" not in proc.stderr
+    assert [r["preset"] for r in json.loads((out / "compare.json").read_text())["results"]] == ["relu", "siren"]
+    for name in ("relu", "siren"):
+        m = json.loads((out / name / "metrics.json").read_text())
+        assert m["devices"] == 2 and m["steps"] == 3
 
 
 @pytest.mark.parametrize("h,w", [(7, 9), (8, 10)])

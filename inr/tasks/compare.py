@@ -27,7 +27,8 @@ def markdown_table(records: List[Dict[str, Any]]) -> str:
 
 
 def run_compare(opts: RunOptions, presets: List[str]) -> str:
-    """Run each preset with the same options into opts.out/<preset>/; returns the markdown table."""
+    """Run each preset with the same options into opts.out/<preset>/; returns the markdown table
+    ("" in DDP processes other than the first, which write nothing)."""
     out = Path(opts.out or "runs/compare")
     for name in presets:  # validate them all before the first (long) fit
         load_preset(name, opts.task, opts.overrides)
@@ -36,9 +37,13 @@ def run_compare(opts: RunOptions, presets: List[str]) -> str:
     records, curves = [], {}
     for name in presets:
         result = train(dataclasses.replace(opts, preset=name, out=str(out / Path(name).stem)))
+        if "rank" in result:  # a DDP process other than the first: it trains, the first one writes
+            continue
         rec = {c: result[c] for c in COLUMNS if c in result}
         records.append(rec)
         curves[rec["preset"]] = result["curve"]
+    if not records:
+        return ""
     holdout = opts.task_options.get("holdout") or "none"
     write_json(out / "compare.json", {"signal": opts.input, "holdout": holdout, "results": records})
     table = markdown_table(records)
