@@ -332,6 +332,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_warning(result: dict) -> None:
+    if result.get("warning"):
+        print(f"inr: warning: {result['warning']}", file=sys.stderr)
+
+
 def cmd_pointcloud(args: argparse.Namespace) -> int:
     import json
 
@@ -350,6 +355,7 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
               + f" from {r['input_points']:,} points (denoise {r['denoise']}, normals {r['normals']}, "
               f"{r['method']}) in {r['seconds']:.1f} s" + (f"; the SDF run is {r['run']}" if "run" in r else "")
               + (f"; {r['strays_left_out']:,} stray points far from the rest left out" if r["strays_left_out"] else ""))
+        _print_warning(r)
         return 0
     if args.pointcloud_command in ("denoise", "densify", "reconstruct"):
         from .tasks.pointcloud import process_file
@@ -365,6 +371,7 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
                          precision=args.precision)
         normals = (" with normals" + (f" (sides from {r['sides_from']})" if r["sides_from"] else "")) if r["normals"] else ""
         print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})")
+        _print_warning(r)
         return 0
     r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)
     if args.out:

@@ -1,7 +1,7 @@
 """Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
 
     make meshes
-    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR] [--factors 8,16]
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise|lidar] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR] [--factors 8,16]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), and a range scan (6
@@ -42,6 +42,13 @@ lownoise: dense scans with little noise, as most real scanners give: 50,000 surf
   input), the noise the network reads and the voxel scale it picks. Not in the default run.
 depthnoise: range scans whose noise grows with the square of the depth, as depth cameras' does,
   beside the same scans with constant noise (`depthnoise`'s docstring). Not in the default run.
+lidar: laser scans of a site (`inr.pointcloud.heldout.lidar_scene`: ground, buildings, poles, a
+  thin wall; 100 m across), whose noise is far below their point spacing: a terrestrial scan from
+  one station (density falling as the distance squared, shadows behind buildings) and an
+  airborne one (a vertical ray every 0.25 m). `denoise`, MLS and Open3D scored two ways: accuracy
+  (the points' mean distance to the true surface, output / input) and Chamfer-L1 to the same
+  scan without noise at 4x the rays (what the scanner could see), output / input. Not in the
+  default run.
 """
 
 from __future__ import annotations
@@ -446,9 +453,89 @@ def lownoise(meshes, model):
     return rows
 
 
+LIDAR_CASES = {"terrestrial": 0.005, "airborne": 0.03}
+"""case: the range noise's sigma along each ray, metres (a terrestrial scanner's few mm, an
+airborne one's few cm)."""
+
+
+def laser_rays(mesh, case: str, rng, density: int = 1):
+    """(origins, unit directions) of a `case` scan of the lidar scene, `density` x as many rays
+    per axis: terrestrial, one station 1.7 m over the ground near the centre, 0.25 degrees
+    apart in azimuth and elevation (-60 to +30 degrees); airborne, straight down from 200 m on a
+    grid 0.25 m apart, each ray jittered by up to half a cell."""
+    from inr.pointcloud.heldout import _ground_height
+
+    if case == "terrestrial":
+        az = np.radians(np.arange(0, 360, 0.25 / density))
+        el = np.radians(np.arange(-60, 30, 0.25 / density))
+        a, e = np.meshgrid(az, el, indexing="ij")
+        d = np.stack([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)], -1).reshape(-1, 3)
+        station = np.array([46.0, 47.0, _ground_height(46.0, 47.0) + 1.7])
+        return np.broadcast_to(station, d.shape), d
+    step = 0.25 / density
+    g = np.arange(step / 2, 100, step)
+    x, y = np.meshgrid(g, g, indexing="ij")
+    xy = np.stack([x.ravel(), y.ravel()], -1) + rng.uniform(-step / 2, step / 2, (x.size, 2))
+    o = np.concatenate([xy, np.full((len(xy), 1), 200.0)], 1)
+    return o, np.broadcast_to(np.array([0.0, 0.0, -1.0]), o.shape)
+
+
+def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1):
+    """The hits of `laser_rays`, each moved along its ray by Gaussian noise of sigma."""
+    import open3d as o3d
+
+    scene = o3d.t.geometry.RaycastingScene()
+    scene.add_triangles(o3d.core.Tensor(np.asarray(mesh.vertices, np.float32)), o3d.core.Tensor(np.asarray(mesh.faces, np.uint32)))
+    o, d = laser_rays(mesh, case, rng, density)
+    rays = np.concatenate([o, d], 1).astype(np.float32)
+    t = scene.cast_rays(o3d.core.Tensor(rays))["t_hit"].numpy().astype(np.float64)
+    hit = np.isfinite(t)
+    t = t[hit] + rng.normal(scale=sigma, size=int(hit.sum())) if sigma else t[hit]
+    return o[hit] + t[:, None] * d[hit], scene
+
+
+def lidar(model):
+    """Per laser-scan case: the input's spacing and noise, and `denoise` (the network as the CLI
+    runs it), MLS and Open3D as output / input accuracy and Chamfer-L1 (see the docstring)."""
+    import torch
+
+    from inr.pointcloud.heldout import lidar_scene
+    from inr.pointcloud.knn import knn
+    from inr.pointcloud.mls import mls_fill, mls_project
+    from inr.tasks.pointcloud import statistical_outlier_baseline
+
+    mesh = lidar_scene()
+    rows = []
+    for case, sigma in LIDAR_CASES.items():
+        noisy, scene = laser_scan(mesh, case, sigma, np.random.default_rng(7))
+        ref, _ = laser_scan(mesh, case, 0.0, np.random.default_rng(8), density=2)
+        to_surface = lambda p: scene.compute_distance(o3d_tensor(p)).numpy()  # noqa: E731
+        _, d2 = knn(torch.from_numpy(noisy), torch.from_numpy(noisy), 2)
+        spacing = float(np.median(np.sqrt(d2[:, 1].double().numpy())))
+        a_in, c_in = float(to_surface(noisy).mean()), cl1(noisy, ref)
+        t = time.perf_counter()
+        with torch.no_grad():
+            net = mls_fill(model.reconstruct(torch.from_numpy(noisy))[0].double().numpy(), len(noisy), 0)
+        t_net = time.perf_counter() - t
+        row = {"case": case, "points": len(noisy), "spacing (m)": spacing, "sigma / spacing": sigma / spacing,
+               "input accuracy (mm)": 1000 * a_in, "network s": t_net}
+        for label, out in (("network", net), ("MLS", mls_project(noisy)), ("open3d", statistical_outlier_baseline(noisy))):
+            row[f"{label}: accuracy / input"] = float(to_surface(out).mean()) / a_in
+            row[f"{label}: CL1 / input"] = cl1(out, ref) / c_in
+        rows.append(row)
+        print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
+def o3d_tensor(points):
+    import open3d as o3d
+
+    return o3d.core.Tensor(np.asarray(points, np.float32))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise", "depthnoise"])
+    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise", "depthnoise", "lidar"])
     ap.add_argument("--normals-backend", choices=["open3d", "plain"], default="open3d",
                     help="normals: open3d's estimate (as installed by make setup) or the twin without open3d")
     ap.add_argument("--budget", type=float, default=105.0, help="fit-sdf training seconds per shape (105: with loading, the sign lattice and the mesh, under 120 s on this 2-core machine)")
@@ -465,7 +552,7 @@ def main() -> None:
     names = args.meshes.split(",") if args.meshes else None
     meshes = load_meshes(names, args.mesh_dir)
     sections = args.only or ["reconstruct", "normals", "sdf", "noisy"]
-    model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise", "depthnoise"} & set(sections) else None
+    model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise", "depthnoise", "lidar"} & set(sections) else None
     if model is not None and args.precision == "bf16":
         from inr.pointcloud.network import use_bf16
 
@@ -496,6 +583,12 @@ def main() -> None:
         print(table(rows, ["sigma", "mesh", "sides"] + [f"{w} {s}: {c}" for w in ("input", "denoise")
                                                          for s in ("two scales", "own scale")
                                                          for c in ("angle (deg)", "flipped %", "s")]))
+    if "lidar" in sections:
+        rows = lidar(model)
+        save("surface_lidar", rows)
+        print(table(rows, ["case", "points", "spacing (m)", "sigma / spacing", "input accuracy (mm)"]
+                    + [f"{m}: {c}" for m in ("network", "MLS", "open3d") for c in ("accuracy / input", "CL1 / input")]
+                    + ["network s"]))
     if "lownoise" in sections:
         rows = lownoise(meshes, model)
         save("surface_lownoise", rows)

@@ -1105,7 +1105,54 @@ def test_denoise_densify_reconstruct_cli(tmp_path, tiny_weights, capsys):
     # more than the network's points_per_voxel per occupied voxel: filled in, as many as asked
     assert main(["pointcloud", "densify", str(tmp_path / "in.npy"), str(tmp_path / "x20.xyz"), "--factor", "20",
                  "--weights", str(tiny_weights)]) == 0
-    assert len(read_cloud(tmp_path / "x20.xyz")[0]) == 16000 and "filled in" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert len(read_cloud(tmp_path / "x20.xyz")[0]) == 16000 and "filled in" in captured.out
+    assert "warning" not in captured.err  # evenly spread: no spacing warning
+
+
+def _station_scan(n: int, seed: int = 0):
+    """Points on a plane, dense near a station at the origin and sparse away from it (density
+    falling as 1 / r^2 from r = 0.05 to 5, as a terrestrial laser scan's)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    r = 0.05 * (5 / 0.05) ** rng.random(n)  # log-uniform radius: points per area ~ 1 / r^2
+    a = rng.uniform(0, 2 * np.pi, n)
+    return np.stack([r * np.cos(a), r * np.sin(a), 0.001 * rng.normal(size=n)], 1)
+
+
+def test_spacing_spread_known_values():
+    import numpy as np
+
+    from inr.pointcloud.knn import spacing_spread
+
+    grid = np.stack(np.meshgrid(np.arange(40.0), np.arange(40.0), [0.0], indexing="ij"), -1).reshape(-1, 3)
+    # inside a square grid every point's 8th neighbour lies sqrt(2) away; the edge points (156 of
+    # 1,600, under 10 %), whose 8th lies farther, all lie above the 90th percentile
+    assert spacing_spread(grid) == pytest.approx(1.0)
+    even = np.c_[np.random.default_rng(1).random((20000, 2)), np.zeros(20000)]
+    assert 1.4 < spacing_spread(even) < 1.8
+    # density ~ 1/r^2 over two decades of r: spacing ~ r, so its 90th/10th percentiles are those of
+    # a log-uniform r: (5 / 0.05)^(0.9 - 0.1) = 100^0.8 = 39.8 (less at the ends, where neighbours
+    # reach across radii)
+    assert 30 < spacing_spread(_station_scan(20000)) < 45
+    assert math.isnan(spacing_spread(grid[:8]))
+
+
+def test_network_commands_warn_on_a_scan_whose_spacing_varies_widely(tmp_path, tiny_weights, capsys):
+    import numpy as np
+
+    from inr.cli import main
+
+    np.save(tmp_path / "in.npy", _station_scan(3000))
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "d.ply"), "--weights", str(tiny_weights),
+                 "--no-progress"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("inr: warning: ") and "in.npy" in err[0] and "--baseline mls" in err[0]
+    assert (tmp_path / "d.ply").is_file()  # a warning, not an error
+    # the baselines run no network: no warning
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "m.ply"), "--baseline", "mls"]) == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_denoise_open3d_baseline_removes_far_outliers(tmp_path, capsys):

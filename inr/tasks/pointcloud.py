@@ -52,6 +52,28 @@ MAX_VOXELS_PER_AXIS = 30_000
 
 BASELINES = ("open3d", "mls")
 
+SPREAD_TRAINED, SPREAD_WARN = 2.5, 4.0
+"""A cloud whose point spacing varies more than this (`spacing_spread`: the 90th over the 10th
+percentile) gets a warning from the network's commands. The training stream's inputs (150
+clouds, evenly spread and range scans, generator shapes and training meshes: a one-off script,
+2026-12-06, session 51) spread 1.49-2.47x (median 1.62; SPREAD_TRAINED, rounded); terrestrial laser scans of
+`heldout.lidar_scene` 13-15x, where `denoise` left the points less accurate than they came in
+(README, "Laser scans"). Chosen from the training figures alone."""
+
+
+def spacing_warning(points: np.ndarray, inp: Path, instead: str) -> Optional[str]:
+    """The warning for a cloud whose spacing varies past SPREAD_WARN (None for others); `instead`:
+    what the command offers in its place."""
+    from ..pointcloud.knn import spacing_spread
+
+    spread = spacing_spread(points)
+    if not spread > SPREAD_WARN:
+        return None
+    return (f"{inp}: the point spacing varies {spread:.0f}x over this cloud (10th to 90th percentile; the network "
+            f"trained on clouds up to {SPREAD_TRAINED:g}x), as a terrestrial laser scan's does: the network runs at one "
+            f"voxel for all of it, and on such scans `denoise` left the points less accurate than they came in, where "
+            f"{instead} did better (README, \"Laser scans\")")
+
 
 def statistical_outlier_baseline(points: np.ndarray) -> np.ndarray:
     """The points Open3D's remove_statistical_outlier(STATISTICAL_OUTLIER) keeps."""
@@ -120,6 +142,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     points, colors = scan.points, scan.colors
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
+    warning = None
     if baseline is not None:
         if baseline not in BASELINES or mode != "denoise":
             raise InputError(None, f"--baseline {' or '.join(BASELINES)} is only for denoise")
@@ -132,6 +155,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             result = statistical_outlier_baseline(points)
             method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
     else:
+        warning = spacing_warning(points, inp, "`--baseline mls`")
         pts, path, bf16 = network_points(points, weights, voxel, device, progress, precision)
         want = len(points) if mode == "denoise" else int(round(factor * len(points)))
         method = f"network {path}"
@@ -156,7 +180,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     elif normals and scan.towards is not None:
         sides_from = "the scanner stations"
     return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals,
-            "sides_from": sides_from}
+            "sides_from": sides_from, "warning": warning}
 
 
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:

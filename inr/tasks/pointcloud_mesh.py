@@ -80,6 +80,11 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
+    warning = None
+    if denoiser == "network":
+        from .pointcloud import spacing_warning
+
+        warning = spacing_warning(points, inp, "`--denoise mls` (or `--denoise none`)")
     cleaned = denoise(points, denoiser, weights, voxel, device, progress, seed)
     far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
     given = scan.complete_normals if denoiser == "none" else None  # the file's normals of the points meshed
@@ -98,7 +103,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     prepared = time.perf_counter() - start
     result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method,
                               "normals": how,
-                              "strays_left_out": int(far.sum())}
+                              "strays_left_out": int(far.sum()), "warning": warning}
     if method == "sdf":
         from .run import RunOptions, train
 
