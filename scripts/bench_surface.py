@@ -458,7 +458,7 @@ LIDAR_CASES = {"terrestrial": 0.005, "airborne": 0.03}
 airborne one's few cm)."""
 
 
-def laser_rays(mesh, case: str, rng, density: int = 1):
+def laser_rays(case: str, rng, density: int = 1):
     """(origins, unit directions) of a `case` scan of the lidar scene, `density` x as many rays
     per axis: terrestrial, one station 1.7 m over the ground near the centre, 0.25 degrees
     apart in azimuth and elevation (-60 to +30 degrees); airborne, straight down from 200 m on a
@@ -486,7 +486,7 @@ def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1):
 
     scene = o3d.t.geometry.RaycastingScene()
     scene.add_triangles(o3d.core.Tensor(np.asarray(mesh.vertices, np.float32)), o3d.core.Tensor(np.asarray(mesh.faces, np.uint32)))
-    o, d = laser_rays(mesh, case, rng, density)
+    o, d = laser_rays(case, rng, density)
     rays = np.concatenate([o, d], 1).astype(np.float32)
     t = scene.cast_rays(o3d.core.Tensor(rays))["t_hit"].numpy().astype(np.float64)
     hit = np.isfinite(t)
@@ -500,7 +500,7 @@ def lidar(model):
     import torch
 
     from inr.pointcloud.heldout import lidar_scene
-    from inr.pointcloud.knn import knn
+    from inr.pointcloud.knn import knn, spacing_spread
     from inr.pointcloud.mls import mls_fill, mls_project
     from inr.tasks.pointcloud import statistical_outlier_baseline
 
@@ -518,7 +518,7 @@ def lidar(model):
             net = mls_fill(model.reconstruct(torch.from_numpy(noisy))[0].double().numpy(), len(noisy), 0)
         t_net = time.perf_counter() - t
         row = {"case": case, "points": len(noisy), "spacing (m)": spacing, "sigma / spacing": sigma / spacing,
-               "input accuracy (mm)": 1000 * a_in, "network s": t_net}
+               "spread": spacing_spread(noisy), "input accuracy (mm)": 1000 * a_in, "network s": t_net}
         for label, out in (("network", net), ("MLS", mls_project(noisy)), ("open3d", statistical_outlier_baseline(noisy))):
             row[f"{label}: accuracy / input"] = float(to_surface(out).mean()) / a_in
             row[f"{label}: CL1 / input"] = cl1(out, ref) / c_in
@@ -586,7 +586,7 @@ def main() -> None:
     if "lidar" in sections:
         rows = lidar(model)
         save("surface_lidar", rows)
-        print(table(rows, ["case", "points", "spacing (m)", "sigma / spacing", "input accuracy (mm)"]
+        print(table(rows, ["case", "points", "spacing (m)", "sigma / spacing", "spread", "input accuracy (mm)"]
                     + [f"{m}: {c}" for m in ("network", "MLS", "open3d") for c in ("accuracy / input", "CL1 / input")]
                     + ["network s"]))
     if "lownoise" in sections:
