@@ -481,11 +481,13 @@ def laser_rays(case: str, rng, density: int = 1):
 
 
 def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1):
-    """The hits of `laser_rays`, each moved along its ray by Gaussian noise of sigma."""
+    """(the hits of `laser_rays`, each moved along its ray by Gaussian noise of sigma; the mesh's
+    ray-casting scene)."""
     import open3d as o3d
 
-    scene = o3d.t.geometry.RaycastingScene()
-    scene.add_triangles(o3d.core.Tensor(np.asarray(mesh.vertices, np.float32)), o3d.core.Tensor(np.asarray(mesh.faces, np.uint32)))
+    from inr.pointcloud.shapes import raycasting_scene
+
+    scene = raycasting_scene(mesh)
     o, d = laser_rays(case, rng, density)
     rays = np.concatenate([o, d], 1).astype(np.float32)
     t = scene.cast_rays(o3d.core.Tensor(rays))["t_hit"].numpy().astype(np.float64)
@@ -497,6 +499,7 @@ def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1):
 def lidar(model):
     """Per laser-scan case: the input's spacing and noise, and `denoise` (the network as the CLI
     runs it), MLS and Open3D as output / input accuracy and Chamfer-L1 (see the docstring)."""
+    import open3d as o3d
     import torch
 
     from inr.pointcloud.heldout import lidar_scene
@@ -509,7 +512,7 @@ def lidar(model):
     for case, sigma in LIDAR_CASES.items():
         noisy, scene = laser_scan(mesh, case, sigma, np.random.default_rng(7))
         ref, _ = laser_scan(mesh, case, 0.0, np.random.default_rng(8), density=2)
-        to_surface = lambda p: scene.compute_distance(o3d_tensor(p)).numpy()  # noqa: E731
+        to_surface = lambda p: scene.compute_distance(o3d.core.Tensor(np.asarray(p, np.float32))).numpy()  # noqa: E731
         _, d2 = knn(torch.from_numpy(noisy), torch.from_numpy(noisy), 2)
         spacing = float(np.median(np.sqrt(d2[:, 1].double().numpy())))
         a_in, c_in = float(to_surface(noisy).mean()), cl1(noisy, ref)
@@ -525,12 +528,6 @@ def lidar(model):
         rows.append(row)
         print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     return rows
-
-
-def o3d_tensor(points):
-    import open3d as o3d
-
-    return o3d.core.Tensor(np.asarray(points, np.float32))
 
 
 def main() -> None:

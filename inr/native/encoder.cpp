@@ -201,7 +201,7 @@ void run_layer(const Layer& L, int64_t G, int64_t T, bool every_row, int64_t d, 
 // tokens (V, T, d) float32, keep (V, T) bool, 12 tensors per layer (in_proj weight and bias,
 // out_proj weight and bias, norm1 weight and bias, linear1 weight and bias, linear2 weight and
 // bias, norm2 weight and bias) -> (V, d): the first token's output of the last layer. bf16: the
-// linear layers' products in bfloat16 with float32 sums (where the CPU has them: native_bf16()).
+// linear layers' products in bfloat16 with float32 sums (where the CPU has them: bf16_products()).
 at::Tensor encoder_first_token(const at::Tensor& tokens_in, const at::Tensor& keep_in, at::TensorList params,
                                int64_t heads, double eps, bool bf16) {
   const at::Tensor tokens = tokens_in.contiguous(), keep = keep_in.contiguous();
