@@ -53,6 +53,19 @@ def test_mls_fill_adds_points_on_the_surface_and_none_across_a_gap():
     assert mls_fill(sphere, 1000).shape == (1000, 3)  # enough already: a subset
 
 
+def test_mls_fill_writes_no_point_twice_on_scan_lines():
+    # points on straight lines (a laser scanner's lines over flat ground, exactly): a later round
+    # offers a pair again whose midpoint an earlier round added, and the jet of points on a line
+    # leaves it in place; before 2026-12-07 it was added again (540 of these 3,200 points were
+    # repeats, which `read_cloud` then refused)
+    from inr.pointcloud.mls import mls_fill
+
+    lines = np.concatenate([np.c_[60 + 0.058 * np.arange(200), np.full(200, 28.0 + 0.3 * j), np.zeros(200)] for j in range(4)])
+    out = mls_fill(lines, 4 * len(lines))
+    assert len(out) == 4 * len(lines) and len(np.unique(out, axis=0)) == len(out)
+    assert np.abs(out[:, 2]).max() < 1e-9 and np.isin(np.round(out[:, 1], 9), np.round(28.0 + 0.3 * np.arange(4), 9)).all()
+
+
 def test_mls_projects_in_chunks_with_the_same_result(monkeypatch):
     # the jets go chunk by chunk (memory bounded on millions of points): every point's projection
     # is its own, so chunks of 7 points give the whole cloud's result bit for bit
@@ -73,7 +86,7 @@ def test_mls_fill_projects_only_the_points_it_keeps(monkeypatch):
     sphere = _sphere_points(1500)
     projected, real = [], mls._project_once
     monkeypatch.setattr(mls, "_project_once",
-                        lambda x, k, ref=None, backend="auto": projected.append(len(x)) or real(x, k, ref, backend))
+                        lambda x, k, ref=None, backend="auto", fresh=False: projected.append(len(x)) or real(x, k, ref, backend, fresh))
     out = mls.mls_fill(sphere, 6000)
     assert len(out) == 6000 and sum(projected) == 6000 - 1500, projected
     added = out[np.abs(np.linalg.norm(out, axis=1) - 1) > 1e-12]

@@ -43,12 +43,17 @@ def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_P
     return x
 
 
-def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None, backend: str = "auto") -> np.ndarray:
+def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None, backend: str = "auto",
+                  fresh: bool = False) -> np.ndarray:
     """x projected onto the jets fitted to each one's k nearest points of ref (default: x).
     backend: 'native' (inr/native/mls.cpp), 'numpy' (the jets in chunks of PROJECT_CHUNK points;
-    each point's projection is its own: the same result), or 'auto' (native where it builds)."""
+    each point's projection is its own: the same result), or 'auto' (native where it builds).
+    fresh: leave out the points of x that lie exactly on a point of ref (before projection)."""
     ref = x if ref is None else ref
     idx, d2 = knn(torch.from_numpy(x), torch.from_numpy(ref), k)  # float64: knn takes them relative to the box centre
+    if fresh:
+        new = (d2[:, 0] > 0).numpy()
+        x, idx, d2 = x[new], idx[new], d2[new]
     if _native_runs(backend, k):
         as_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))  # noqa: E731
         return native.mls_project(as_tensor(x), as_tensor(ref), idx, d2.double()).numpy()
@@ -109,7 +114,9 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto") -
         if len(pairs) == 0:
             break
         mids = _even_midpoints((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, n - len(x), seed)
-        x = np.concatenate([x, _project_once(mids, min(FILL_NEIGHBOURS, len(x)), x, backend)])
+        # fresh: a pair offered again in a later round, whose midpoint an earlier round added and
+        # its projection left in place (neighbours on a line, as a scan line's), adds nothing
+        x = np.concatenate([x, _project_once(mids, min(FILL_NEIGHBOURS, len(x)), x, backend, fresh=True)])
     return even_subsample(x, n, seed)
 
 
