@@ -1,7 +1,7 @@
 """Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
 
     make meshes
-    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise|lidar] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR] [--factors 8,16]
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise|lidar|lidarsite] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR] [--factors 8,16]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), and a range scan (6
@@ -49,6 +49,10 @@ lidar: laser scans of a site (`inr.pointcloud.heldout.lidar_scene`: ground, buil
   (the points' mean distance to the true surface, output / input) and Chamfer-L1 to the same
   scan without noise at 4x the rays (what the scanner could see), output / input. Not in the
   default run.
+lidarsite: terrestrial scans (two stations, range noise 2, 5 and 10 mm) of a site made of
+  training meshes (`training_site`), where `inr.pointcloud.bands`'s thresholds were chosen:
+  `denoise` (by spacing band), the network on the whole cloud at one voxel, and MLS, scored as
+  lidar's. Not in the default run (~8 minutes).
 """
 
 from __future__ import annotations
@@ -354,7 +358,7 @@ def surfaces(meshes, budget, noisy: bool, weights=None, overrides=None, names=SD
             diag = float(np.linalg.norm(mesh.extents))
             t = time.perf_counter()
             if noisy:
-                pts = denoise(scan(mesh, 0.01, 0.0, seed=scan_seed(name)), "network", weights)  # as `pointcloud mesh` does
+                pts, _, _ = denoise(scan(mesh, 0.01, 0.0, seed=scan_seed(name)), "network", weights)  # as `pointcloud mesh` does
                 normals = estimate_normals(pts)
             else:
                 pts, faces = trimesh.sample.sample_surface(mesh, TRUTH_POINTS, seed=5)
@@ -458,11 +462,11 @@ LIDAR_CASES = {"terrestrial": 0.005, "airborne": 0.03}
 airborne one's few cm)."""
 
 
-def laser_rays(case: str, rng, density: int = 1):
+def laser_rays(case: str, rng, density: int = 1, station=None):
     """(origins, unit directions) of a `case` scan of the lidar scene, `density` x as many rays
-    per axis: terrestrial, one station 1.7 m over the ground near the centre, 0.25 degrees
-    apart in azimuth and elevation (-60 to +30 degrees); airborne, straight down from 200 m on a
-    grid 0.25 m apart, each ray jittered by up to half a cell."""
+    per axis: terrestrial, one station (default: 1.7 m over the ground near the centre), 0.25
+    degrees apart in azimuth and elevation (-60 to +30 degrees); airborne, straight down from
+    200 m on a grid 0.25 m apart, each ray jittered by up to half a cell."""
     from inr.pointcloud.heldout import _ground_height
 
     if case == "terrestrial":
@@ -470,7 +474,8 @@ def laser_rays(case: str, rng, density: int = 1):
         el = np.radians(np.arange(-60, 30, 0.25 / density))
         a, e = np.meshgrid(az, el, indexing="ij")
         d = np.stack([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)], -1).reshape(-1, 3)
-        station = np.array([46.0, 47.0, _ground_height(46.0, 47.0) + 1.7])
+        if station is None:
+            station = np.array([46.0, 47.0, _ground_height(46.0, 47.0) + 1.7])
         return np.broadcast_to(station, d.shape), d
     step = 0.25 / density
     g = np.arange(step / 2, 100, step)
@@ -480,7 +485,7 @@ def laser_rays(case: str, rng, density: int = 1):
     return o, np.broadcast_to(np.array([0.0, 0.0, -1.0]), o.shape)
 
 
-def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1):
+def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1, station=None):
     """(the hits of `laser_rays`, each moved along its ray by Gaussian noise of sigma; the mesh's
     ray-casting scene)."""
     import open3d as o3d
@@ -488,7 +493,7 @@ def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1):
     from inr.pointcloud.shapes import raycasting_scene
 
     scene = raycasting_scene(mesh)
-    o, d = laser_rays(case, rng, density)
+    o, d = laser_rays(case, rng, density, station)
     rays = np.concatenate([o, d], 1).astype(np.float32)
     t = scene.cast_rays(o3d.core.Tensor(rays))["t_hit"].numpy().astype(np.float64)
     hit = np.isfinite(t)
@@ -496,16 +501,17 @@ def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1):
     return o[hit] + t[:, None] * d[hit], scene
 
 
-def lidar(model):
+def lidar(weights=None):
     """Per laser-scan case: the input's spacing and noise, and `denoise` (the network as the CLI
-    runs it), MLS and Open3D as output / input accuracy and Chamfer-L1 (see the docstring)."""
+    runs it: by spacing band where the spacing varies widely), MLS and Open3D as output / input
+    accuracy and Chamfer-L1 (see the docstring)."""
     import open3d as o3d
     import torch
 
     from inr.pointcloud.heldout import lidar_scene
     from inr.pointcloud.knn import knn, spacing_spread
-    from inr.pointcloud.mls import mls_fill, mls_project
-    from inr.tasks.pointcloud import statistical_outlier_baseline
+    from inr.pointcloud.mls import mls_project
+    from inr.tasks.pointcloud import network_denoise, statistical_outlier_baseline
 
     mesh = lidar_scene()
     rows = []
@@ -517,11 +523,11 @@ def lidar(model):
         spacing = float(np.median(np.sqrt(d2[:, 1].double().numpy())))
         a_in, c_in = float(to_surface(noisy).mean()), cl1(noisy, ref)
         t = time.perf_counter()
-        with torch.no_grad():
-            net = mls_fill(model.reconstruct(torch.from_numpy(noisy))[0].double().numpy(), len(noisy), 0)
+        net, method, _, _ = network_denoise(noisy, len(noisy), Path(case), "", weights)
         t_net = time.perf_counter() - t
         row = {"case": case, "points": len(noisy), "spacing (m)": spacing, "sigma / spacing": sigma / spacing,
-               "spread": spacing_spread(noisy), "input accuracy (mm)": 1000 * a_in, "network s": t_net}
+               "spread": spacing_spread(noisy), "input accuracy (mm)": 1000 * a_in, "network s": t_net,
+               "network method": method}
         for label, out in (("network", net), ("MLS", mls_project(noisy)), ("open3d", statistical_outlier_baseline(noisy))):
             row[f"{label}: accuracy / input"] = float(to_surface(out).mean()) / a_in
             row[f"{label}: CL1 / input"] = cl1(out, ref) / c_in
@@ -530,9 +536,74 @@ def lidar(model):
     return rows
 
 
+SITE_MESHES = ("bull", "pig", "turbine", "rotor", "elephant", "cactus", "helmet", "anchor", "pinion", "bear")
+SITE_STATIONS = ((38.0, 41.0), (20.0, 60.0))
+SITE_SIGMAS = (0.002, 0.005, 0.01)
+
+
+def _site_ground(x, y):
+    return np.cos(x / 11 + 0.5) * np.sin(y / 19) + 0.3 * np.cos(x / 4 - y / 6)
+
+
+def training_site(mesh_dir=Path("data/training-meshes"), seed: int = 1, grid: int = 160):
+    """A site 80 m across made of training meshes (SITE_MESHES, each scaled to 3-10 m across and set
+    on rolling ground): terrestrial scans to choose settings on, beside the held-out lidar scene."""
+    import trimesh
+
+    from inr.pointcloud.heldout import _grid_faces
+
+    rng = np.random.default_rng(seed)
+    x, y = np.meshgrid(np.linspace(0, 80, grid), np.linspace(0, 80, grid), indexing="ij")
+    parts = [trimesh.Trimesh(np.stack([x, y, _site_ground(x, y)], -1).reshape(-1, 3), _grid_faces(grid, grid, wrap_cols=False))]
+    for name in SITE_MESHES:
+        m = trimesh.load(Path(mesh_dir) / f"{name}.off", process=True)
+        m.apply_translation(-m.bounds.mean(0))
+        m.apply_scale(rng.uniform(3, 10) / np.linalg.norm(np.ptp(m.vertices, 0)))
+        px, py = rng.uniform(8, 72, 2)
+        m.apply_translation((px, py, _site_ground(px, py) - m.bounds[0, 2] - 0.2))
+        parts.append(m)
+    return trimesh.util.concatenate(parts)
+
+
+def lidar_site(weights=None):
+    """Terrestrial scans of `training_site` (SITE_STATIONS x SITE_SIGMAS): `denoise` (by band, as
+    the CLI runs such a scan), the network on the whole cloud at one voxel (as before 2026-12-07),
+    and MLS, as output / input accuracy and Chamfer-L1; what `inr.pointcloud.bands`'s thresholds
+    were chosen on."""
+    import open3d as o3d
+
+    from inr.pointcloud.knn import spacing_spread
+    from inr.pointcloud.mls import mls_fill, mls_project
+    from inr.tasks.pointcloud import network_denoise, network_points
+
+    mesh = training_site()
+    rows = []
+    for sx, sy in SITE_STATIONS:
+        station = np.array([sx, sy, _site_ground(sx, sy) + 1.7])
+        ref, scene = laser_scan(mesh, "terrestrial", 0.0, np.random.default_rng(4), density=2, station=station)
+        to_surface = lambda p: scene.compute_distance(o3d.core.Tensor(np.asarray(p, np.float32))).numpy()  # noqa: E731
+        for sigma in SITE_SIGMAS:
+            noisy, _ = laser_scan(mesh, "terrestrial", sigma, np.random.default_rng(3), station=station)
+            a_in, c_in = float(to_surface(noisy).mean()), cl1(noisy, ref)
+            t = time.perf_counter()
+            banded, method, _, _ = network_denoise(noisy, len(noisy), Path("site"), "", weights)
+            t_band = time.perf_counter() - t
+            t = time.perf_counter()
+            whole = mls_fill(network_points(noisy, weights)[0], len(noisy), 0)
+            t_whole = time.perf_counter() - t
+            row = {"station": f"{sx:g},{sy:g}", "sigma (mm)": 1000 * sigma, "points": len(noisy), "spread": spacing_spread(noisy),
+                   "input accuracy (mm)": 1000 * a_in, "denoise s": t_band, "one voxel s": t_whole, "denoise method": method}
+            for label, out in (("denoise", banded), ("one voxel", whole), ("MLS", mls_project(noisy))):
+                row[f"{label}: accuracy / input"] = float(to_surface(out).mean()) / a_in
+                row[f"{label}: CL1 / input"] = cl1(out, ref) / c_in
+            rows.append(row)
+            print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise", "depthnoise", "lidar"])
+    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise", "depthnoise", "lidar", "lidarsite"])
     ap.add_argument("--normals-backend", choices=["open3d", "plain"], default="open3d",
                     help="normals: open3d's estimate (as installed by make setup) or the twin without open3d")
     ap.add_argument("--budget", type=float, default=105.0, help="fit-sdf training seconds per shape (105: with loading, the sign lattice and the mesh, under 120 s on this 2-core machine)")
@@ -549,7 +620,7 @@ def main() -> None:
     names = args.meshes.split(",") if args.meshes else None
     meshes = load_meshes(names, args.mesh_dir)
     sections = args.only or ["reconstruct", "normals", "sdf", "noisy"]
-    model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise", "depthnoise", "lidar"} & set(sections) else None
+    model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise", "depthnoise"} & set(sections) else None
     if model is not None and args.precision == "bf16":
         from inr.pointcloud.network import use_bf16
 
@@ -581,11 +652,17 @@ def main() -> None:
                                                          for s in ("two scales", "own scale")
                                                          for c in ("angle (deg)", "flipped %", "s")]))
     if "lidar" in sections:
-        rows = lidar(model)
+        rows = lidar(args.weights)
         save("surface_lidar", rows)
         print(table(rows, ["case", "points", "spacing (m)", "sigma / spacing", "spread", "input accuracy (mm)"]
                     + [f"{m}: {c}" for m in ("network", "MLS", "open3d") for c in ("accuracy / input", "CL1 / input")]
                     + ["network s"]))
+    if "lidarsite" in sections:
+        rows = lidar_site(args.weights)
+        save("surface_lidarsite", rows)
+        print(table(rows, ["station", "sigma (mm)", "points", "spread", "input accuracy (mm)"]
+                    + [f"{m}: {c}" for m in ("denoise", "one voxel", "MLS") for c in ("accuracy / input", "CL1 / input")]
+                    + ["denoise s", "one voxel s"]))
     if "lownoise" in sections:
         rows = lownoise(meshes, model)
         save("surface_lownoise", rows)

@@ -1139,20 +1139,88 @@ def test_spacing_spread_known_values():
     assert math.isnan(spacing_spread(grid[:8]))
 
 
-def test_network_commands_warn_on_a_scan_whose_spacing_varies_widely(tmp_path, tiny_weights, capsys):
+def _patch(rng, corner, step, sigma):
+    """A 50 x 50 grid of the plane z = 0 from (corner, corner), `step` apart, each point jittered by up
+    to a tenth of a step and z noisy by sigma: an even spacing (one band)."""
+    import numpy as np
+
+    g = np.stack(np.meshgrid(np.arange(50), np.arange(50), indexing="ij"), -1).reshape(-1, 2)
+    xy = corner + step * (g + 0.1 * rng.random(g.shape))
+    return np.c_[xy, sigma * rng.normal(size=len(g))]
+
+
+def test_denoise_by_band_routes_each_band_by_its_noise_to_spacing_ratio():
+    import numpy as np
+
+    from inr.pointcloud.bands import KEEP_RATIO, NETWORK_RATIO, denoise_by_band, spacing_bands
+    from inr.pointcloud.mls import mls_project
+
+    rng = np.random.default_rng(0)
+    # three patches far apart, spacings 2^3.5 and 2^7.5 x a's (mid-band: bands are 2x wide, from
+    # the finest spacing); noise / spacing ~1 (the network), ~0.1 (MLS), ~0.0006 (kept as scanned)
+    a = _patch(rng, 0.0, 0.01, 0.01)
+    b = _patch(rng, 3.0, 0.01 * 2 ** 3.5, 0.0113)
+    c = _patch(rng, 15.0, 0.01 * 2 ** 7.5, 0.001)
+    n = len(a)
+    x = np.concatenate([a, b, c])
+    band, nearest = spacing_bands(x)
+    assert [len(np.unique(band[i * n:(i + 1) * n])) for i in range(3)] == [1, 1, 1]  # one band each
+    assert (band[0], band[n], band[2 * n]) == (0, 3, 7)
+    assert np.median(nearest[n:2 * n]) == pytest.approx(0.01 * 2 ** 3.5, rel=0.1)
+    seen = []
+
+    def flatten(pts):  # a stand-in network: every point it is given, moved onto z = 0
+        seen.append(pts.copy())
+        return np.c_[pts[:, :2], np.zeros(len(pts))]
+
+    out, bands = denoise_by_band(x, flatten, 1.0, seed=0)
+    assert len(out) == len(x) and sum(bl.points for bl in bands) == len(x)
+    # the network saw patch a alone (no context: the others lie over 20 spacings away), once
+    assert len(seen) == 1 and np.array_equal(seen[0], a)
+    routes = {bl.route: bl.points for bl in bands}
+    assert routes == {"network": n, "mls": n, "kept": n}
+    for bl in bands:
+        ratio = bl.noise / bl.spacing
+        assert {"network": ratio >= NETWORK_RATIO, "mls": KEEP_RATIO <= ratio < NETWORK_RATIO, "kept": ratio < KEEP_RATIO}[bl.route]
+    in_a, in_b, in_c = (out[:, 0] < 2), (out[:, 0] > 2.5) & (out[:, 0] < 10), (out[:, 0] > 14)
+    assert in_a.sum() == n and in_b.sum() == n and in_c.sum() == n
+    assert np.all(out[in_a, 2] == 0)  # the stand-in's points, as many as the patch has
+    assert np.array_equal(np.unique(out[in_c], axis=0), np.unique(c, axis=0))  # patch c as scanned
+    assert np.allclose(np.unique(out[in_b], axis=0), np.unique(mls_project(x)[n:2 * n], axis=0))  # b projected
+    # the band's noise reading: MLS's movement on b, near its sigma (0.0113)
+    (mls_band,) = [bl for bl in bands if bl.route == "mls"]
+    assert 0.7 * 0.0113 < mls_band.noise < 1.1 * 0.0113
+    # densify: every band gets factor x its count
+    more, bands2 = denoise_by_band(x, flatten, 2.0, seed=0)
+    assert [bl.output for bl in bands2] == [2 * bl.points for bl in bands2] and len(more) == 2 * len(x)
+
+
+def test_network_commands_denoise_a_scan_of_widely_varying_spacing_by_band(tmp_path, tiny_weights, capsys):
     import numpy as np
 
     from inr.cli import main
+    from inr.data.pointclouds import read_cloud
 
     np.save(tmp_path / "in.npy", _station_scan(3000))
     assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "d.ply"), "--weights", str(tiny_weights),
                  "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "by spacing band: " in captured.out and "warning" not in captured.err
+    assert len(read_cloud(tmp_path / "d.ply")[0]) == 3000
+    # a voxel given: the network runs at it on the whole cloud, with the warning
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "v.ply"), "--weights", str(tiny_weights),
+                 "--voxel-size", "0.1", "--no-progress"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("inr: warning: ") and "in.npy" in err[0] and "--baseline mls" in err[0]
-    assert (tmp_path / "d.ply").is_file()  # a warning, not an error
+    assert (tmp_path / "v.ply").is_file()  # a warning, not an error
     # the baselines run no network: no warning
     assert main(["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "m.ply"), "--baseline", "mls"]) == 0
     assert "warning" not in capsys.readouterr().err
+    # `pointcloud mesh`'s network denoising goes by band too, and says so
+    from inr.tasks.pointcloud_mesh import denoise
+
+    pts, how, warning = denoise(np.load(tmp_path / "in.npy"), "network", str(tiny_weights))
+    assert len(pts) == 3000 and how.startswith("network, by spacing band: ") and warning is None
 
 
 def test_denoise_open3d_baseline_removes_far_outliers(tmp_path, capsys):

@@ -5,7 +5,7 @@ run starts, so that the command line starts without Lightning)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, NamedTuple, Optional
 
 import numpy as np
 
@@ -53,26 +53,24 @@ MAX_VOXELS_PER_AXIS = 30_000
 BASELINES = ("open3d", "mls")
 
 SPREAD_TRAINED, SPREAD_WARN = 2.5, 4.0
-"""A cloud whose point spacing varies more than this (`spacing_spread`: the 90th over the 10th
-percentile) gets a warning from the network's commands. The training stream's inputs (150
-clouds, evenly spread and range scans, generator shapes and training meshes: a one-off script,
-2026-12-06, session 51) spread 1.49-2.47x (median 1.62; SPREAD_TRAINED, rounded); terrestrial laser scans of
-`heldout.lidar_scene` 13-15x, where `denoise` left the points less accurate than they came in
-(README, "Laser scans"). Chosen from the training figures alone."""
+"""A cloud whose point spacing varies more than SPREAD_WARN (`spacing_spread`: the 90th over the 10th
+percentile) goes band by band of like spacing in the network's commands (`inr.pointcloud.bands`), or,
+with a voxel given, gets a warning. The training stream's inputs (150 clouds, evenly spread and
+range scans, generator shapes and training meshes: a one-off script, 2026-12-06, session 51) spread
+1.49-2.47x (median 1.62; SPREAD_TRAINED, rounded); terrestrial laser scans of `heldout.lidar_scene`
+13-15x, where `denoise` at one voxel left the points less accurate than they came in (README, "Laser
+scans"). Chosen from the training figures alone."""
 
 
-def spacing_warning(points: np.ndarray, inp: Path, instead: str) -> Optional[str]:
-    """The warning for a cloud whose spacing varies past SPREAD_WARN (None for others); `instead`:
-    what the command offers in its place."""
-    from ..pointcloud.knn import spacing_spread
-
-    spread = spacing_spread(points)
+def spacing_warning(spread: float, inp: Path, instead: str) -> Optional[str]:
+    """The warning for a cloud whose spacing varies past SPREAD_WARN (None for others) that the network
+    runs on at one given voxel; `instead`: what the command offers in its place."""
     if not spread > SPREAD_WARN:
         return None
     return (f"{inp}: the point spacing varies {spread:.0f}x over this cloud (10th to 90th percentile; the network "
-            f"trained on clouds up to {SPREAD_TRAINED:g}x), as a terrestrial laser scan's does: the network runs at one "
-            f"voxel for all of it, and on such scans `denoise` left the points less accurate than they came in, where "
-            f"{instead} did better (README, \"Laser scans\")")
+            f"trained on clouds up to {SPREAD_TRAINED:g}x), as a terrestrial laser scan's does: with --voxel-size the "
+            f"network runs at one voxel for all of it, and on such scans that left the points less accurate than they "
+            f"came in, where {instead} did better; without it the cloud goes by spacing band (README, \"Laser scans\")")
 
 
 def statistical_outlier_baseline(points: np.ndarray) -> np.ndarray:
@@ -96,6 +94,13 @@ def network_points(points: np.ndarray, weights: Optional[Path] = None, voxel: Op
     """(every point the reconstruction network outputs for the cloud (M, 3) float64, the weights' path,
     whether its native kernels ran their products in bfloat16: precision 'bf16' where the CPU has
     them, `pointcloud.network.use_bf16`)."""
+    run, path, bf16 = _network(weights, voxel, device, progress, precision)
+    return run(points), path, bf16
+
+
+def _network(weights: Optional[Path], voxel: Optional[float], device: str, progress: bool, precision: str):
+    """(a function: cloud (M, 3) float64 -> the network's points for it, float64; the weights' path;
+    whether its products run in bfloat16)."""
     import torch
 
     from ..devices import resolve_device
@@ -107,8 +112,46 @@ def network_points(points: np.ndarray, weights: Optional[Path] = None, voxel: Op
         raise InputError(path, "no trained weights are shipped yet; pass --weights DIR/model.pt from `inr pointcloud train`")
     model = load_weights(path).to(resolve_device(device))
     bf16 = precision == "bf16" and next(model.parameters()).device.type == "cpu" and use_bf16(model)
-    pts, _ = model.reconstruct(torch.from_numpy(points), voxel=voxel, progress=progress)  # float64 in and out
-    return pts.double().cpu().numpy(), path, bf16
+
+    def run(points: np.ndarray) -> np.ndarray:
+        pts, _ = model.reconstruct(torch.from_numpy(np.ascontiguousarray(points, dtype=np.float64)), voxel=voxel,
+                                   progress=progress)  # float64 in and out
+        return pts.double().cpu().numpy()
+
+    return run, path, bf16
+
+
+class Denoised(NamedTuple):
+    points: np.ndarray  # (want, 3) float64
+    method: str  # in words, for the command's report
+    warning: Optional[str]
+    bands: Optional[str]  # where the cloud went band by band: which route took how many points
+
+
+def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weights: Optional[Path] = None,
+                    voxel: Optional[float] = None, device: str = "auto", progress: bool = False,
+                    precision: str = "32", seed: int = 0) -> Denoised:
+    """want points of the cloud's surface by the network (`Denoised`). A cloud whose spacing varies
+    past SPREAD_WARN is denoised band by band of like spacing (`inr.pointcloud.bands`), unless a
+    voxel is given: then the network runs at it on the whole cloud, with `spacing_warning`
+    (`instead`: what the command offers in its place)."""
+    from ..pointcloud.bands import denoise_by_band, describe
+    from ..pointcloud.knn import spacing_spread
+    from ..pointcloud.mls import mls_fill
+
+    run, path, bf16 = _network(weights, voxel, device, progress, precision)
+    method = f"network {path}"
+    if precision == "bf16":
+        method += " in bf16" if bf16 else " in float32: bf16 products need the native kernels on a CPU with AVX512-BF16"
+    spread = spacing_spread(points)
+    if voxel is None and spread > SPREAD_WARN:
+        result, bands = denoise_by_band(points, run, want / len(points), seed)
+        return Denoised(result, f"{method}, {describe(bands)}", None, describe(bands))
+    warning = spacing_warning(spread, inp, instead)
+    pts = run(points)
+    if len(pts) < want:  # the network gives at most points_per_voxel per occupied voxel
+        method += f" ({len(pts):,} points, filled in between on their MLS surface)"
+    return Denoised(mls_fill(pts, want, seed), method, warning, None)
 
 
 def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
@@ -128,7 +171,6 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     in bfloat16 where the CPU has them; the method then says so)."""
     from ..data.pointclouds import check_write_format, read_scan, write_cloud
     from .outputs import nearest_colours
-    from ..pointcloud.mls import mls_fill
 
     check_write_format(out)  # before the network runs
     if not out.parent.is_dir():
@@ -155,15 +197,9 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             result = statistical_outlier_baseline(points)
             method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
     else:
-        warning = spacing_warning(points, inp, "`--baseline mls`")
-        pts, path, bf16 = network_points(points, weights, voxel, device, progress, precision)
         want = len(points) if mode == "denoise" else int(round(factor * len(points)))
-        method = f"network {path}"
-        if precision == "bf16":
-            method += " in bf16" if bf16 else " in float32: bf16 products need the native kernels on a CPU with AVX512-BF16"
-        if len(pts) < want:  # the network gives at most points_per_voxel per occupied voxel
-            method += f" ({len(pts):,} points, filled in between on their MLS surface)"
-        result = mls_fill(pts, want, seed)
+        result, method, warning, _ = network_denoise(points, want, inp, "`--baseline mls`", weights, voxel, device,
+                                                     progress, precision, seed)
     if len(result) == 0:
         raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
     out_colors = None if colors is None else nearest_colours(result, points, colors)

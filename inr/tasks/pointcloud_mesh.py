@@ -23,20 +23,21 @@ MIN_POINTS = 10
 
 
 def denoise(points: np.ndarray, how: str, weights: Optional[str] = None, voxel: Optional[float] = None,
-            device: str = "auto", progress: bool = False, seed: int = 0) -> np.ndarray:
-    """The cloud denoised by the network (as many points out as in, spread evenly), by MLS
-    projection, or unchanged ('none')."""
+            device: str = "auto", progress: bool = False, seed: int = 0, inp: Optional[Path] = None):
+    """(the cloud denoised by the network (as many points out as in, spread evenly; a cloud of widely
+    varying spacing band by band, `network_denoise`), by MLS projection, or unchanged ('none');
+    `how` in words; the network's warning or None)."""
     if how == "none":
-        return points
+        return points, how, None
     if how == "mls":
         from ..pointcloud.mls import mls_project
 
-        return mls_project(points)
-    from ..pointcloud.mls import mls_fill
-    from .pointcloud import network_points
+        return mls_project(points), how, None
+    from .pointcloud import network_denoise
 
-    out, _, _ = network_points(points, weights, voxel, device, progress)
-    return mls_fill(out, len(points), seed)
+    out = network_denoise(points, len(points), inp or Path("the cloud"), "`--denoise mls` (or `--denoise none`)",
+                          weights, voxel, device, progress, seed=seed)
+    return out.points, how + (f", {out.bands}" if out.bands else ""), out.warning
 
 
 def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "network", weights: Optional[str] = None,
@@ -80,12 +81,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
-    warning = None
-    if denoiser == "network":
-        from .pointcloud import spacing_warning
-
-        warning = spacing_warning(points, inp, "`--denoise mls` (or `--denoise none`)")
-    cleaned = denoise(points, denoiser, weights, voxel, device, progress, seed)
+    cleaned, denoised_by, warning = denoise(points, denoiser, weights, voxel, device, progress, seed, inp)
     far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
     given = scan.complete_normals if denoiser == "none" else None  # the file's normals of the points meshed
     if far.any():
@@ -101,7 +97,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
                              else ", facing the scanner stations" if towards is not None else "")
         normals = scan_normals(cleaned, scan)
     prepared = time.perf_counter() - start
-    result: Dict[str, Any] = {"input_points": len(points), "denoise": denoiser, "method": method,
+    result: Dict[str, Any] = {"input_points": len(points), "denoise": denoised_by, "method": method,
                               "normals": how,
                               "strays_left_out": int(far.sum()), "warning": warning}
     if method == "sdf":

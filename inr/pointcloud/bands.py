@@ -1,0 +1,132 @@
+"""Denoising a cloud whose point spacing varies widely, band by band of like spacing.
+
+A terrestrial laser scan is mm apart at the station and dm apart tens of metres away, with about
+the same range noise everywhere: near the station the noise is large against the spacing (what
+the network trained on), far away it is a small fraction of it. The network runs at one voxel for
+a cloud and spreads its output evenly; on such scans that left the points less accurate than they
+came in (README, "Laser scans"). Here the cloud is split into bands of like spacing, and each band
+is denoised by what suits the ratio of its noise to its spacing:
+
+- each point's spacing: the distance to its nearest other point, the median over its
+  BAND_NEIGHBOURS nearest (so that a band is made of whole patches, not speckle); bands are
+  BAND_FACTOR wide, counted from the cloud's smallest spacing;
+- each band's noise: the median distance its points move under MLS projection (`mls_project`,
+  of the whole cloud), / 0.6745 (a Gaussian's sigma from the median of its absolute value);
+- ratio >= NETWORK_RATIO: the network, run on the band with the points around it (within
+  CONTEXT_SPACINGS of the band's spacing, thinned to one per cell of that spacing) as context;
+  of its output, the points whose nearest input point is the band's;
+- ratio >= KEEP_RATIO: the band's MLS projection;
+- below: the band's points as scanned (the noise is under a fiftieth of the spacing; a smoother
+  averaging over neighbours that far apart moves them more than that).
+
+Each band's output has the band's count x `factor` points (`mls_fill`). The thresholds were
+chosen on terrestrial scans of a site made of training meshes (2026-12-07, session 52; README,
+"Laser scans"): the network beat MLS where the ratio was 0.5 and more, tied at ~0.3 and lost
+twofold at 0.14; MLS moved points farther than the noise where it was under ~0.02.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, NamedTuple, Tuple
+
+import numpy as np
+import torch
+
+from .knn import knn
+from .mls import mls_fill, mls_project
+
+BAND_FACTOR, BAND_NEIGHBOURS = 2.0, 16
+NETWORK_RATIO, KEEP_RATIO = 0.3, 0.02
+CONTEXT_SPACINGS = 20.0
+MIN_NETWORK_POINTS = 200
+"""A band of fewer points than this is not given to the network (MLS or kept, by its ratio)."""
+GAUSSIAN_MAD = 0.6745
+"""The median of |x| for x ~ N(0, 1)."""
+
+
+class Band(NamedTuple):
+    points: int
+    spacing: float  # the median distance to the nearest other point
+    noise: float  # the sigma read from MLS's movement
+    route: str  # 'network', 'mls' or 'kept'
+    output: int
+
+
+def spacing_bands(points: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(each point's band, 0 for the finest spacing; each point's distance to its nearest other point)."""
+    t = torch.from_numpy(np.ascontiguousarray(points, dtype=np.float64))
+    k = min(BAND_NEIGHBOURS, len(points))
+    idx, d2 = knn(t, t, k)
+    nearest = np.sqrt(d2[:, min(1, k - 1)].double().numpy())
+    smooth = np.median(nearest[idx.numpy()], axis=1)
+    positive = smooth[smooth > 0]
+    if len(positive) == 0:  # every point doubled: one band
+        return np.zeros(len(points), dtype=np.int64), nearest
+    finest = positive.min()
+    band = np.floor(np.log(np.maximum(smooth, finest) / finest) / np.log(BAND_FACTOR) + 1e-9).astype(np.int64)
+    return band, nearest
+
+
+def _route(ratio: float, count: int) -> str:
+    if ratio >= NETWORK_RATIO and count >= MIN_NETWORK_POINTS:
+        return "network"
+    return "mls" if ratio >= KEEP_RATIO else "kept"
+
+
+def _with_context(points: np.ndarray, core: np.ndarray, spacing: float) -> np.ndarray:
+    """The mask of the band's points and, as context, the others within CONTEXT_SPACINGS of them,
+    thinned to one per cell of the band's spacing."""
+    others = np.flatnonzero(~core)
+    mask = core.copy()
+    if len(others) == 0:
+        return mask
+    _, d2 = knn(torch.from_numpy(points[others]), torch.from_numpy(points[core]), 1)
+    near = others[np.sqrt(d2[:, 0].double().numpy()) <= CONTEXT_SPACINGS * spacing]
+    if len(near):
+        cells = np.floor((points[near] - points.min(0)) / spacing).astype(np.int64)
+        _, first = np.unique(cells, axis=0, return_index=True)
+        mask[near[first]] = True
+    return mask
+
+
+def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarray], factor: float = 1.0,
+                    seed: int = 0) -> Tuple[np.ndarray, List[Band]]:
+    """(the denoised cloud, float64 (about factor x N, 3); its bands, finest first). network: a
+    cloud (M, 3) float64 -> the network's points for it (float64)."""
+    x = np.ascontiguousarray(points, dtype=np.float64)
+    band, nearest = spacing_bands(x)
+    projected = mls_project(x)
+    moved = np.linalg.norm(x - projected, axis=1)
+    outs, bands = [], []
+    for b in np.unique(band):
+        core = band == b
+        count, want = int(core.sum()), max(1, int(round(factor * core.sum())))
+        spacing, noise = float(np.median(nearest[core])), float(np.median(moved[core])) / GAUSSIAN_MAD
+        route = _route(noise / spacing if spacing > 0 else np.inf, count)
+        if route == "network":
+            run = _with_context(x, core, spacing)
+            pts = network(x[run])
+            if len(pts):
+                idx, _ = knn(torch.from_numpy(pts), torch.from_numpy(x), 1)
+                pts = pts[core[idx[:, 0].numpy()]]
+            if len(pts) < 2:  # the network kept nothing of this band: its projection instead
+                route, pts = "mls", projected[core]
+        else:
+            pts = projected[core] if route == "mls" else x[core]
+        out = mls_fill(pts, want, seed)
+        outs.append(out)
+        bands.append(Band(count, spacing, noise, route, len(out)))
+    return np.concatenate(outs), bands
+
+
+def describe(bands: List[Band]) -> str:
+    """One line: how many points of how many bands each route took."""
+    parts = []
+    for route, label in (("network", "the network"), ("mls", "MLS projection"), ("kept", "kept as scanned")):
+        mine = [b for b in bands if b.route == route]
+        if mine:
+            lo, hi = min(b.spacing for b in mine), max(b.spacing for b in mine)
+            spacing = f"{lo:.3g}" if len(mine) == 1 else f"{lo:.3g}-{hi:.3g}"
+            parts.append(f"{label} on {sum(b.points for b in mine):,} points ({len(mine)} band{'s' * (len(mine) > 1)}, "
+                         f"spacing {spacing})")
+    return "by spacing band: " + "; ".join(parts)
