@@ -1,7 +1,7 @@
 """Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
 
     make meshes
-    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise|lidar|lidarsite] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR] [--factors 8,16]
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise|lidar|lidarsite|outliers] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR] [--factors 8,16]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), and a range scan (6
@@ -49,6 +49,11 @@ lidar: laser scans of a site (`inr.pointcloud.heldout.lidar_scene`: ground, buil
   (the points' mean distance to the true surface, output / input) and Chamfer-L1 to the same
   scan without noise at 4x the rays (what the scanner could see), output / input. Not in the
   default run.
+outliers: the reconstruct section's 1 %-noise scans with 10, 20 and 30 % of their points replaced by
+  outliers uniform in the box (the tables: 5 %; the network trained with up to 5 %): `denoise` and
+  `reconstruct` as the CLI runs them (scattered outliers left out first) and with the network
+  on every point, MLS and Open3D. Every mesh (`--mesh-dir data/training-meshes`: the training
+  meshes). Not in the default run.
 lidarsite: terrestrial scans (two stations, range noise 2, 5 and 10 mm) of a site made of
   training meshes (`training_site`), where `inr.pointcloud.bands`'s thresholds were chosen:
   `denoise` (by spacing band), the network on the whole cloud at one voxel, and MLS, scored as
@@ -73,6 +78,7 @@ from benchlib import save, table  # noqa: E402
 from inr import progress  # noqa: E402
 from inr.pointcloud.metrics import compare  # noqa: E402
 from inr.pointcloud.shapes import range_scan  # noqa: E402
+from inr.pointcloud.strays import without_scattered  # noqa: E402
 
 MESH_DIR = Path("data/heldout-meshes")
 SDF_MESHES = ("bunny00", "armadillo", "fandisk", "camel")
@@ -166,7 +172,7 @@ def network_output(model, name: str, case: str, noisy):
     key = (name, case)
     if key not in _NETWORK:
         t = time.perf_counter()
-        full = model.reconstruct(torch.from_numpy(noisy).float())[0].double().numpy()
+        full = model.reconstruct(torch.from_numpy(without_scattered(noisy)).float())[0].double().numpy()  # as the CLI
         _NETWORK[key] = (full, time.perf_counter() - t)
     return _NETWORK[key]
 
@@ -220,7 +226,7 @@ def reconstruct(meshes, model, factors=()):
         for name, mesh in meshes.items():
             ref = truth(mesh)
             noisy = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views)
-            x = torch.from_numpy(noisy).float()
+            x = torch.from_numpy(without_scattered(noisy)).float()  # what the network gets
             diag = float(np.linalg.norm(mesh.extents))
             c_in = cl1(noisy, ref)
             full, t_net = network_output(model, name, case, noisy)
@@ -405,7 +411,7 @@ def densenormals(meshes, model):
             diag = float(np.linalg.norm(mesh.extents))
             noisy = np.asarray(pts) + np.random.default_rng(seed).normal(scale=sigma * diag, size=(DENSE_POINTS, 3))
             with torch.no_grad():
-                out = mls_fill(model.reconstruct(torch.from_numpy(noisy))[0].double().numpy(), DENSE_POINTS, 0)  # as `denoise`
+                out = mls_fill(model.reconstruct(torch.from_numpy(without_scattered(noisy)))[0].double().numpy(), DENSE_POINTS, 0)  # as `denoise`
             row = {"sigma": sigma, "mesh": name, "sides": sides}
             for label, cloud in (("input", noisy), ("denoise", out)):
                 for scales, floor in (("two scales", shipped), ("own scale", 10**12)):
@@ -420,6 +426,40 @@ def densenormals(meshes, model):
                         est, cloud, tree, ref_normals, sides)
             rows.append(row)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
+HEAVY_OUTLIERS = (0.1, 0.2, 0.3)
+
+
+def outliers(meshes, model):
+    """Scans with more outliers than the network trained with (5,000 points, sigma = 1 %, 10-30 %
+    of them replaced by points uniform in the box): `denoise` and `reconstruct` as the CLI runs
+    them (the scattered outliers left out first, `inr.pointcloud.strays.scattered`), the network
+    on every point (before 2026-12-07), MLS and Open3D, as output / input Chamfer-L1."""
+    import torch
+
+    from inr.pointcloud.mls import mls_fill, mls_project
+    from inr.pointcloud.strays import scattered
+    from inr.tasks.pointcloud import statistical_outlier_baseline
+
+    rows = []
+    for share in HEAVY_OUTLIERS:
+        for name, mesh in meshes.items():
+            ref = truth(mesh)
+            noisy = scan(mesh, 0.01, share, seed=scan_seed(name))
+            c_in = cl1(noisy, ref)
+            far = scattered(noisy)
+            row = {"outliers": share, "mesh": name, "left out %": 100 * float(far.mean())}
+            with torch.no_grad():
+                for label, cloud in (("CLI", noisy[~far]), ("all points", noisy)):
+                    full = model.reconstruct(torch.from_numpy(cloud).float())[0].double().numpy()
+                    row[f"{label}: denoise"] = cl1(mls_fill(full, len(noisy), 0), ref) / c_in
+                    row[f"{label}: reconstruct"] = cl1(mls_fill(full, 4 * len(noisy), 0), ref) / c_in
+            row["MLS"] = cl1(mls_project(noisy), ref) / c_in
+            row["Open3D"] = cl1(statistical_outlier_baseline(noisy), ref) / c_in
+            rows.append(row)
+            print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     return rows
 
 
@@ -439,7 +479,7 @@ def lownoise(meshes, model):
             pts, _ = trimesh.sample.sample_surface(mesh, LOW_NOISE_POINTS, seed=seed)
             diag = float(np.linalg.norm(mesh.extents))
             noisy = np.asarray(pts) + np.random.default_rng(seed).normal(scale=sigma * diag, size=(LOW_NOISE_POINTS, 3))
-            x = torch.from_numpy(noisy).float()
+            x = torch.from_numpy(without_scattered(noisy)).float()  # what the network gets
             c_in = cl1(noisy, ref)
             t = time.perf_counter()
             with torch.no_grad():
@@ -603,7 +643,7 @@ def lidar_site(weights=None):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise", "depthnoise", "lidar", "lidarsite"])
+    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise", "depthnoise", "lidar", "lidarsite", "outliers"])
     ap.add_argument("--normals-backend", choices=["open3d", "plain"], default="open3d",
                     help="normals: open3d's estimate (as installed by make setup) or the twin without open3d")
     ap.add_argument("--budget", type=float, default=105.0, help="fit-sdf training seconds per shape (105: with loading, the sign lattice and the mesh, under 120 s on this 2-core machine)")
@@ -620,7 +660,7 @@ def main() -> None:
     names = args.meshes.split(",") if args.meshes else None
     meshes = load_meshes(names, args.mesh_dir)
     sections = args.only or ["reconstruct", "normals", "sdf", "noisy"]
-    model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise", "depthnoise"} & set(sections) else None
+    model = load_model(args.weights) if {"reconstruct", "normals", "densenormals", "lownoise", "depthnoise", "outliers"} & set(sections) else None
     if model is not None and args.precision == "bf16":
         from inr.pointcloud.network import use_bf16
 
@@ -657,6 +697,11 @@ def main() -> None:
         print(table(rows, ["case", "points", "spacing (m)", "sigma / spacing", "spread", "input accuracy (mm)"]
                     + [f"{m}: {c}" for m in ("network", "MLS", "open3d") for c in ("accuracy / input", "CL1 / input")]
                     + ["network s"]))
+    if "outliers" in sections:
+        rows = outliers(meshes, model)
+        save("surface_outliers", rows)
+        print(table(rows, ["outliers", "mesh", "left out %"] + [f"{w}: {c}" for w in ("CLI", "all points") for c in ("denoise", "reconstruct")]
+                    + ["MLS", "Open3D"]))
     if "lidarsite" in sections:
         rows = lidar_site(args.weights)
         save("surface_lidarsite", rows)

@@ -134,10 +134,13 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
     """want points of the cloud's surface by the network (`Denoised`). A cloud whose spacing varies
     past SPREAD_WARN is denoised band by band of like spacing (`inr.pointcloud.bands`), unless a
     voxel is given: then the network runs at it on the whole cloud, with `spacing_warning`
-    (`instead`: what the command offers in its place)."""
+    (`instead`: what the command offers in its place). Outliers scattered through the volume in
+    larger numbers than the network trained with are left out before it runs on a whole cloud
+    (`inr.pointcloud.strays.scattered`)."""
     from ..pointcloud.bands import denoise_by_band, describe
     from ..pointcloud.knn import spacing_spread
     from ..pointcloud.mls import mls_fill
+    from ..pointcloud.strays import scattered
 
     run, path, bf16 = _network(weights, voxel, device, progress, precision)
     method = f"network {path}"
@@ -148,7 +151,10 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
         result, bands = denoise_by_band(points, run, want / len(points), seed)
         return Denoised(result, f"{method}, {describe(bands)}", None, describe(bands))
     warning = spacing_warning(spread, inp, instead)
-    pts = run(points)
+    far = scattered(points, seed)
+    if far.any():
+        method += f", {int(far.sum()):,} outliers scattered through the volume ({far.mean():.0%}) left out before it"
+    pts = run(points[~far] if far.any() else points)
     if len(pts) < want:  # the network gives at most points_per_voxel per occupied voxel
         method += f" ({len(pts):,} points, filled in between on their MLS surface)"
     return Denoised(mls_fill(pts, want, seed), method, warning, None)
