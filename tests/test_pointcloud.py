@@ -1152,7 +1152,7 @@ def _patch(rng, corner, step, sigma):
 def test_denoise_by_band_routes_each_band_by_its_noise_to_spacing_ratio():
     import numpy as np
 
-    from inr.pointcloud.bands import KEEP_RATIO, NETWORK_RATIO, denoise_by_band, spacing_bands
+    from inr.pointcloud.bands import KEEP_RATIO, MOVE_LIMIT, NETWORK_RATIO, denoise_by_band, spacing_bands
     from inr.pointcloud.mls import mls_project
 
     rng = np.random.default_rng(0)
@@ -1161,6 +1161,7 @@ def test_denoise_by_band_routes_each_band_by_its_noise_to_spacing_ratio():
     a = _patch(rng, 0.0, 0.01, 0.01)
     b = _patch(rng, 3.0, 0.01 * 2 ** 3.5, 0.0113)
     c = _patch(rng, 15.0, 0.01 * 2 ** 7.5, 0.001)
+    c[1275, 2] = 0.05  # a bump in c's middle, 50 sigma up: MLS would move it far
     n = len(a)
     x = np.concatenate([a, b, c])
     band, nearest = spacing_bands(x)
@@ -1185,7 +1186,15 @@ def test_denoise_by_band_routes_each_band_by_its_noise_to_spacing_ratio():
     in_a, in_b, in_c = (out[:, 0] < 2), (out[:, 0] > 2.5) & (out[:, 0] < 10), (out[:, 0] > 14)
     assert in_a.sum() == n and in_b.sum() == n and in_c.sum() == n
     assert np.all(out[in_a, 2] == 0)  # the stand-in's points, as many as the patch has
-    assert np.array_equal(np.unique(out[in_c], axis=0), np.unique(c, axis=0))  # patch c as scanned
+    # patch c: each point as scanned, or its MLS projection where that moves it <= MOVE_LIMIT x the
+    # band's noise (most of a flat patch); the bump stays as scanned
+    proj = mls_project(x)[2 * n:]
+    moved = np.linalg.norm(c - proj, axis=1)
+    (kept,) = [bl for bl in bands if bl.route == "kept"]
+    expect = np.where((moved <= MOVE_LIMIT * kept.noise)[:, None], proj, c)
+    assert np.array_equal(np.unique(out[in_c], axis=0), np.unique(expect, axis=0))
+    assert 0.8 * n < (moved <= MOVE_LIMIT * kept.noise).sum() < n and moved[1275] > MOVE_LIMIT * kept.noise
+    assert any((row == c[1275]).all() for row in out[in_c])
     assert np.allclose(np.unique(out[in_b], axis=0), np.unique(mls_project(x)[n:2 * n], axis=0))  # b projected
     # the band's noise reading: MLS's movement on b, near its sigma (0.0113)
     (mls_band,) = [bl for bl in bands if bl.route == "mls"]

@@ -17,12 +17,17 @@ is denoised by what suits the ratio of its noise to its spacing:
   of its output, the points whose nearest input point is the band's;
 - ratio >= KEEP_RATIO: the band's MLS projection;
 - below: the band's points as scanned (the noise is under a fiftieth of the spacing; a smoother
-  averaging over neighbours that far apart moves them more than that).
+  averaging over neighbours that far apart smooths over bumps and edges), except those that
+  MLS moves by at most MOVE_LIMIT times the band's noise, which take its projection (on flat
+  ground MLS removes the noise; where it would move a point farther, its quadric does not fit).
 
 Each band's output has the band's count x `factor` points (`mls_fill`). The thresholds were
 chosen on terrestrial scans of a site made of training meshes (2026-12-07, session 52; README,
 "Laser scans"): the network beat MLS where the ratio was 0.5 and more, tied at ~0.3 and lost
-twofold at 0.14; MLS moved points farther than the noise where it was under ~0.02.
+twofold at 0.14; MLS moved points farther than the noise where it was under ~0.02. MOVE_LIMIT:
+1.5, 2.5 and 4 scored within 0.006 of each other there, 2.5 better than keeping all (by
+0.001-0.016 of the input's accuracy on the six scans); applied to the bands MLS takes whole
+as well, it lost (0.272-0.422 against 0.253-0.359).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from .knn import knn
 from .mls import mls_fill, mls_project
 
 BAND_FACTOR, BAND_NEIGHBOURS = 2.0, 16
-NETWORK_RATIO, KEEP_RATIO = 0.3, 0.02
+NETWORK_RATIO, KEEP_RATIO, MOVE_LIMIT = 0.3, 0.02, 2.5
 CONTEXT_SPACINGS = 20.0
 MIN_NETWORK_POINTS = 200
 """A band of fewer points than this is not given to the network (MLS or kept, by its ratio)."""
@@ -48,7 +53,7 @@ class Band(NamedTuple):
     points: int
     spacing: float  # the median distance to the nearest other point
     noise: float  # the sigma read from MLS's movement
-    route: str  # 'network', 'mls' or 'kept'
+    route: str  # 'network', 'mls' or 'kept' (its points that MLS moves little projected, see MOVE_LIMIT)
     output: int
 
 
@@ -111,8 +116,11 @@ def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarr
                 pts = pts[core[idx[:, 0].numpy()]]
             if len(pts) < 2:  # the network kept nothing of this band: its projection instead
                 route, pts = "mls", projected[core]
+        elif route == "mls":
+            pts = projected[core]
         else:
-            pts = projected[core] if route == "mls" else x[core]
+            little = moved[core] <= MOVE_LIMIT * noise
+            pts = np.where(little[:, None], projected[core], x[core])
         out = mls_fill(pts, want, seed)
         outs.append(out)
         bands.append(Band(count, spacing, noise, route, len(out)))
@@ -122,7 +130,8 @@ def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarr
 def describe(bands: List[Band]) -> str:
     """One line: how many points of how many bands each route took."""
     parts = []
-    for route, label in (("network", "the network"), ("mls", "MLS projection"), ("kept", "kept as scanned")):
+    for route, label in (("network", "the network"), ("mls", "MLS projection"),
+                         ("kept", f"kept as scanned (or projected where MLS moves them under {MOVE_LIMIT:g}x the noise)")):
         mine = [b for b in bands if b.route == route]
         if mine:
             lo, hi = min(b.spacing for b in mine), max(b.spacing for b in mine)
