@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from .knn import knn
-
 import numpy as np
 import torch
+
+from .knn import knn
 
 STRAY_QUANTILE, STRAY_RATIO, STRAY_MARGIN, STRAY_SAMPLE = 0.005, 1.5, 0.25, 100_000
 """A few stray points far from the rest would set the bounding box, and with it the

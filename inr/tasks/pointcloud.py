@@ -149,7 +149,8 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
     spread = spacing_spread(points)
     if voxel is None and spread > SPREAD_WARN:
         result, bands = denoise_by_band(points, run, want / len(points), seed)
-        return Denoised(result, f"{method}, {describe(bands)}", None, describe(bands))
+        by_band = describe(bands)
+        return Denoised(result, f"{method}, {by_band}", None, by_band)
     warning = spacing_warning(spread, inp, instead)
     far = scattered(points, seed)
     if far.any():
