@@ -9,7 +9,7 @@ from typing import Tuple
 import numpy as np
 import torch
 
-from .knn import knn
+from .knn import SPREAD_NEIGHBOURS, knn
 
 STRAY_QUANTILE, STRAY_RATIO, STRAY_MARGIN, STRAY_SAMPLE = 0.005, 1.5, 0.25, 100_000
 """A few stray points far from the rest would set the bounding box, and with it the
@@ -53,8 +53,8 @@ SCATTER_SHARE, SCATTER_ROUNDS, SCATTER_SAMPLE, SCATTER_CHUNK = 0.035, 3, 20_000,
 """The reconstruction network trained with up to 5 % outliers uniform in the box; with more it
 makes sheets of them (5,000 points, σ = 1 %, 20 % outliers: `denoise` left 13 of the 28 training
 meshes' clouds worse than they came in by Chamfer-L1; README, "Heavy outliers"). A point is
-scattered when it is sparse, its distance to its 8th nearest over SCATTER_SPACING times the
-cloud's median of that distance, and its SCATTER_NEIGHBOURS nearest (itself included) spread in
+scattered when it is sparse, its distance to its 8th nearest (`knn.SPREAD_NEIGHBOURS`) over
+SCATTER_SPACING times the cloud's median of that distance, and its SCATTER_NEIGHBOURS nearest (itself included) spread in
 all three directions: their covariance's smallest eigenvalue over SCATTER_VARIATION of the
 three's sum (points even in a volume: up to 1/3; a surface whose points lie farther apart than
 its noise, as in a range scan's sparse parts, less; a dense patch with noise of 1-2 % of the
@@ -104,7 +104,7 @@ def _scattered_among(cloud: np.ndarray, queries: np.ndarray) -> np.ndarray:
     for i in range(0, len(queries), SCATTER_CHUNK):
         q = queries[i:i + SCATTER_CHUNK]
         idx, d2 = knn(torch.from_numpy(cloud[q]), ref, SCATTER_NEIGHBOURS)  # the first is the point itself
-        spacing.append(np.sqrt(d2[:, 8].double().numpy()))
+        spacing.append(np.sqrt(d2[:, SPREAD_NEIGHBOURS].double().numpy()))  # the local spacing, as spacing_spread's
         nb = cloud[idx.numpy()]
         rel = nb - nb.mean(1, keepdims=True)
         values = np.linalg.eigvalsh(np.einsum("nki,nkj->nij", rel, rel))
