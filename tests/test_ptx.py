@@ -39,13 +39,14 @@ def test_two_registered_scans_read_in_the_common_frame_with_their_stations(tmp_p
     east = SITE + [10.0, 0, 0]
     text = (_ptx_scan(a, SITE, identity, SITE, ca, empty=(3, 17)) + _ptx_scan(b, east, quarter, east, cb))
     (tmp_path / "site.ptx").write_text(text)
-    points, colours, normals, towards, up = read_scan(tmp_path / "site.ptx")
+    points, colours, normals, towards, up, origins = read_scan(tmp_path / "site.ptx")
     keep = np.ones(40, bool)
     keep[[3, 17]] = False
     expected = np.concatenate([a[keep] + SITE, np.stack([-b[:, 1], b[:, 0], b[:, 2]], 1) + east])
     assert normals is None and np.allclose(points, expected, atol=1e-6)
     assert np.allclose(colours, np.concatenate([ca[keep], cb]) / 255.0)
     stations = np.concatenate([np.tile(SITE, (38, 1)), np.tile(east, (30, 1))])
+    assert np.array_equal(origins, stations) and up is None
     assert np.allclose(towards, (stations - expected) / np.linalg.norm(stations - expected, axis=1, keepdims=True), atol=1e-6)
 
 

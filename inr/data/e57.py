@@ -43,8 +43,8 @@ def _pye57(path: Path):
 
 def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
     """(points (N, 3) float64 in the file's common frame, colours (N, 3) in [0, 1] or None, normals
-    (N, 3) in the common frame as stored (not normalised) or None, unit vectors (N, 3) from each
-    point towards its scan's station, or None: module docstring)."""
+    (N, 3) in the common frame as stored (not normalised) or None, each point's scan's station
+    (N, 3), or None: module docstring)."""
     pye57 = _pye57(path)
     try:
         e57 = pye57.E57(str(path), mode="r")
@@ -75,12 +75,10 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
         e57.close()
     colors = np.clip(np.concatenate(colours), 0.0, 1.0) if len(colours) == count else None
     normal = np.concatenate(normals) if len(normals) == count else None
-    towards = None
+    origins = None
     if len(stations) == count:
-        from .orientation import towards_station
-
-        towards = np.concatenate([towards_station(p, station) for station, p in zip(stations, points)])
-    return np.concatenate(points), colors, normal, towards
+        origins = np.concatenate([np.broadcast_to(station, p.shape) for station, p in zip(stations, points)])
+    return np.concatenate(points), colors, normal, origins
 
 
 def _scan_normals(path: Path, e57, header, pye57, i: int) -> np.ndarray:

@@ -86,6 +86,14 @@ class Scan(NamedTuple):
     the side of the surface the station saw; else None."""
     up: Optional[np.ndarray]
     """The direction that is up where the format says so: +z for LAS/LAZ (the elevation), else None."""
+    stations: Optional[np.ndarray] = None
+    """Where `towards` is known, the position (N, 3) of the station that saw each point (for
+    `inr.pointcloud.mixed`); else None."""
+
+    def subset(self, keep: np.ndarray) -> "Scan":
+        """The scan of the points `keep` selects (a mask or indices); `up` is a direction, kept."""
+        return self._replace(**{f: getattr(self, f)[keep] for f in ("points", "colors", "normals", "towards", "stations")
+                                if getattr(self, f) is not None})
 
     @property
     def complete_normals(self) -> Optional[np.ndarray]:
@@ -96,20 +104,23 @@ class Scan(NamedTuple):
 def read_scan(path, duplicates: str = "error") -> Scan:
     """`read_oriented_cloud` with zero or NaN normals passed over (NaN rows; the others kept), and
     what the file says about the sides of its normals (`Scan`)."""
-    points, colors, normals, towards = _read(path, duplicates, "ignore")
+    from .orientation import towards_station
+
+    points, colors, normals, stations = _read(path, duplicates, "ignore")
     up = np.array([0.0, 0.0, 1.0]) if Path(path).suffix.lower() in LAS_FORMATS else None
-    return Scan(points, colors, normals, towards, up)
+    towards = None if stations is None else towards_station(points, stations)
+    return Scan(points, colors, normals, towards, up, stations)
 
 
 def _read(path, duplicates: str, bad_normals: str):
-    """(points, colours, normals, towards the scanner (E57, PTX, PCD) or None): `read_oriented_cloud`."""
+    """(points, colours, normals, each point's scanner station (E57, PTX, PCD) or None): `read_oriented_cloud`."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
-    colors = normals = towards = None
+    colors = normals = stations = None
     if suffix == ".npy":
         try:
             data = np.load(path, allow_pickle=False)
@@ -138,15 +149,13 @@ def _read(path, duplicates: str, bad_normals: str):
             points, colors, normals = _read_pcd(path)
             station = pcd_station(path)
             if station is not None:
-                from .orientation import towards_station
-
-                towards = towards_station(points, station)
+                stations = np.broadcast_to(station, points.shape)
         elif suffix in LAS_FORMATS:
             points, colors, normals = read_las(path)
         elif suffix in E57_FORMATS:
-            points, colors, normals, towards = read_e57(path)
+            points, colors, normals, stations = read_e57(path)
         elif suffix in PTX_FORMATS:
-            points, colors, towards = read_ptx(path)
+            points, colors, stations = read_ptx(path)
         elif declared == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
         elif _has_open3d() and not _open3d_misreads(props):
@@ -176,8 +185,8 @@ def _read(path, duplicates: str, bad_normals: str):
         _, first = np.unique(points, axis=0, return_index=True)
         keep = np.sort(first)
         points = points[keep]
-        colors, normals, towards = (None if a is None else a[keep] for a in (colors, normals, towards))
-    return points, colors, normals, towards
+        colors, normals, stations = (None if a is None else a[keep] for a in (colors, normals, stations))
+    return points, colors, normals, stations
 
 
 _READ_FAILED = re.compile(r"failed|error|unexpected end", re.IGNORECASE)

@@ -12,8 +12,9 @@ A file holds one or more scans, each a header and a grid of points:
     columns x rows lines: x y z intensity [r g b]
 
 Cells where the scanner had no return hold 0 0 0 and are left out. Colours are 0-255 and kept
-only when every scan has them. Each point's direction towards its scanner's position is
-returned too: the side of the surface the scanner saw (`read_scan`'s sides)."""
+only when every scan has them. Each point's scanner's position is returned too: the side of the
+surface the scanner saw (`read_scan`'s sides), and where its mixed pixels lie
+(`inr.pointcloud.mixed`)."""
 
 from __future__ import annotations
 
@@ -24,17 +25,16 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..errors import InputError
-from .orientation import towards_station
 
 PTX_FORMATS = (".ptx",)
 
 
 def read_ptx(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
-    """(points (N, 3) float64 in the common frame, colours (N, 3) in [0, 1] or None, unit vectors
-    (N, 3) from each point towards its scanner)."""
+    """(points (N, 3) float64 in the common frame, colours (N, 3) in [0, 1] or None, each point's
+    scanner's position (N, 3))."""
     points: List[np.ndarray] = []
     colours: List[Optional[np.ndarray]] = []
-    towards: List[np.ndarray] = []
+    stations: List[np.ndarray] = []
     with Path(path).open(encoding="utf-8-sig") as f:
         while True:
             header = _header(f, path, len(points) + 1)
@@ -53,11 +53,11 @@ def read_ptx(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
             p = grid[seen, :3] @ transform[:3, :3] + transform[3, :3]
             points.append(p)
             colours.append(grid[seen, 4:7] / 255.0 if grid.shape[1] == 7 else None)
-            towards.append(towards_station(p, station))
+            stations.append(np.broadcast_to(np.asarray(station, np.float64), p.shape))
     if not points:
         return np.zeros((0, 3)), None, np.zeros((0, 3))
     rgb = None if any(c is None for c in colours) else np.clip(np.concatenate(colours), 0.0, 1.0)
-    return np.concatenate(points), rgb, np.concatenate(towards)
+    return np.concatenate(points), rgb, np.concatenate(stations)
 
 
 def _header(f, path: Path, scan: int):

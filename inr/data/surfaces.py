@@ -403,7 +403,7 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
 
     far = strays(scan.points)
     if far.any():  # they would set the box the field is fitted in
-        scan = Scan(*(None if a is None else a[~far] for a in scan[:4]), scan.up)  # up is a direction, not per point
+        scan = scan.subset(~far)
     far = int(far.sum())
     points, colors = scan.points, scan.colors
     if len(points) < 10:

@@ -86,8 +86,6 @@ class CloudViewer:
             item["points"], item["own_normals"] = np.asarray(mesh.vertices), np.asarray(mesh.vertex_normals)
             label = f"{path.name}: mesh, {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
         else:
-            from ..data.pointclouds import Scan
-
             points, colors = data.points, data.colors
             shown = np.arange(len(points))
             if len(points) > MAX_POINTS:
@@ -97,7 +95,9 @@ class CloudViewer:
             item["handle"] = scene.add_point_cloud(name, pts.astype(np.float32), rgb, point_size=float(self.size.value),
                                                    point_shape="circle")
             item["points"] = pts
-            item["scan"] = Scan(pts, None, *(None if a is None else a[shown] for a in (data.normals, data.towards)), data.up)
+            shown_scan = data.subset(shown)
+            item["scan"] = shown_scan._replace(points=pts, colors=None, stations=None if data.stations is None
+                                               else shown_scan.stations + offset)
             item["own_normals"] = item["scan"].complete_normals
             label = (f"{path.name}: {len(points):,} points" + (f" (showing {MAX_POINTS:,})" if len(points) > MAX_POINTS else "")
                      + (", with normals" if data.complete_normals is not None
