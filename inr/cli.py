@@ -250,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "subset, taken where flatter) and oriented consistently and outwards, or to the side the input "
                        "says: its normals (where known), an E57/PTX scan's stations, an organized PCD's viewpoint, LAS's up "
                        "(default: yes for .ply, .pcd, .las, .laz, .txt, .asc and .csv, no for .npy; .xyz has no place for them)")
+        p.add_argument("--keep-mixed-pixels", action="store_true", help="keep the mixed pixels of a scan whose scanner stations are known (E57, PTX, a PCD with its "
+                   "viewpoint): by default the returns that blend two surfaces at a depth edge, off every surface, are "
+                   "left out first")
         _add_device(p)
         p.add_argument("--precision", choices=["32", "bf16"], default="32",
                        help="the network's products on the CPU: float32 (default), or bfloat16 with float32 sums where "
@@ -289,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="sdf: replace the run folder OUT-run if it exists")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--keep-mixed-pixels", action="store_true", help="keep the mixed pixels of a scan whose scanner stations are known (E57, PTX, a PCD with its "
+                   "viewpoint): by default the returns that blend two surfaces at a depth edge, off every surface, are "
+                   "left out first")
     _add_device(p)
     p = _add_train_command(psub, "train", "pointcloud", None, "train the reconstruction network on generated or given shapes",
                            input_flag="--meshes")
@@ -337,6 +343,11 @@ def _print_warning(result: dict) -> None:
         print(f"inr: warning: {result['warning']}", file=sys.stderr)
 
 
+def _mixed_note(r) -> str:
+    n = r["mixed_left_out"]
+    return f"; {n:,} mixed pixels (returns between two surfaces at depth edges) left out first" if n else ""
+
+
 def cmd_pointcloud(args: argparse.Namespace) -> int:
     import json
 
@@ -350,11 +361,12 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
 
         r = mesh_file(Path(args.inp), Path(args.out), args.method, args.denoise, args.weights, args.preset, args.time_budget,
                       args.steps, args.resolution, args.poisson_depth, args.overwrite, args.device, not args.no_progress,
-                      args.seed, args.voxel_size, args.poisson_trim, args.trim)
+                      args.seed, args.voxel_size, args.poisson_trim, args.trim, args.keep_mixed_pixels)
         print(f"wrote {r['out']}: {r['faces']:,} faces" + (" with the scan's colours" if r["coloured"] else "")
               + f" from {r['input_points']:,} points (denoise {r['denoise']}, normals {r['normals']}, "
               f"{r['method']}) in {r['seconds']:.1f} s" + (f"; the SDF run is {r['run']}" if "run" in r else "")
-              + (f"; {r['strays_left_out']:,} stray points far from the rest left out" if r["strays_left_out"] else ""))
+              + (f"; {r['strays_left_out']:,} stray points far from the rest left out" if r["strays_left_out"] else "")
+              + _mixed_note(r))
         _print_warning(r)
         return 0
     if args.pointcloud_command in ("denoise", "densify", "reconstruct"):
@@ -368,9 +380,9 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
         r = process_file(args.pointcloud_command, Path(args.inp), Path(out), args.weights, getattr(args, "factor", 4.0),
                          getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
                          progress=not args.no_progress, device=args.device, normals=args.normals,
-                         precision=args.precision)
+                         precision=args.precision, keep_mixed=args.keep_mixed_pixels)
         normals = (" with normals" + (f" (sides from {r['sides_from']})" if r["sides_from"] else "")) if r["normals"] else ""
-        print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})")
+        print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})" + _mixed_note(r))
         _print_warning(r)
         return 0
     r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)

@@ -161,10 +161,24 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
     return Denoised(mls_fill(pts, want, seed), method, warning, None)
 
 
+def without_mixed(scan, keep: bool = False):
+    """(the scan without its mixed pixels, how many were left out): a stationary scanner's scan (one
+    whose `stations` are known: E57, PTX, a PCD with its viewpoint) loses the returns that blend two
+    surfaces at a depth edge (`inr.pointcloud.mixed`); other scans, or keep, come back as they are."""
+    from ..pointcloud.mixed import mixed_pixels
+
+    if keep or scan.stations is None:
+        return scan, 0
+    mixed = mixed_pixels(scan.points, scan.stations)
+    if not mixed.any():
+        return scan, 0
+    return scan.subset(~mixed), int(mixed.sum())
+
+
 def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
                  baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
                  voxel: Optional[float] = None, progress: bool = False, device: str = "auto",
-                 normals: Optional[bool] = None, precision: str = "32") -> Dict[str, Any]:
+                 normals: Optional[bool] = None, precision: str = "32", keep_mixed: bool = False) -> Dict[str, Any]:
     """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
     the network always denoises) a cloud file into another; or a baseline for denoise: 'open3d'
     (statistical outlier removal) or 'mls' (moving-least-squares projection, `inr.pointcloud.mls`).
@@ -175,7 +189,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     or an organized PCD's viewpoint, give them too: `read_scan`); None: where the format holds them
     (all but XYZ and NPY). The input's normals are not needed: zero or NaN ones (unknown, as some
     writers leave them) are passed over. precision: '32', or 'bf16' (the native kernels' products
-    in bfloat16 where the CPU has them; the method then says so)."""
+    in bfloat16 where the CPU has them; the method then says so). A scan whose stations are known
+    loses its mixed pixels first, for every method (`without_mixed`), unless keep_mixed."""
     from ..data.pointclouds import check_write_format, read_scan, write_cloud
     from .outputs import nearest_colours
 
@@ -187,7 +202,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
     normals = _wants_normals(out, normals)
-    scan = read_scan(inp, "drop" if drop_duplicates else "error")
+    scan, mixed = without_mixed(read_scan(inp, "drop" if drop_duplicates else "error"), keep_mixed)
     points, colors = scan.points, scan.colors
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
@@ -222,7 +237,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         sides_from = "the input's normals" + ("" if known == len(points) else f", known on {known:,} of {len(points):,} points")
     elif normals and scan.towards is not None:
         sides_from = "the scanner stations"
-    return {"input_points": int(len(points)), "output_points": int(len(result)), "method": method, "normals": normals,
+    return {"input_points": int(len(points)) + mixed, "mixed_left_out": mixed, "output_points": int(len(result)),
+            "method": method, "normals": normals,
             "sides_from": sides_from, "warning": warning}
 
 

@@ -44,8 +44,9 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
               preset: Optional[str] = None, time_budget: Optional[float] = 120.0, steps: Optional[int] = None,
               resolution: Optional[int] = None, poisson_depth: int = 8, overwrite: bool = False, device: str = "auto",
               progress: bool = True, seed: int = 0, voxel: Optional[float] = None,
-              poisson_trim: float = 0.0, trim: Optional[float] = None) -> Dict[str, Any]:
-    """trim: sdf's reach (the fit's train.mesh_trim; None: the preset's, 0: the whole, closed level set)."""
+              poisson_trim: float = 0.0, trim: Optional[float] = None, keep_mixed: bool = False) -> Dict[str, Any]:
+    """trim: sdf's reach (the fit's train.mesh_trim; None: the preset's, 0: the whole, closed level set).
+    A scan whose stations are known loses its mixed pixels first (`pointcloud.without_mixed`), unless keep_mixed."""
     from ..data.pointclouds import read_scan, write_cloud
     from ..data.surfaces import scan_normals
     from ..pointcloud.strays import strays
@@ -76,7 +77,9 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    scan = read_scan(inp, "drop")  # zero or NaN normals: unknown (NaN)
+    from .pointcloud import without_mixed
+
+    scan, mixed = without_mixed(read_scan(inp, "drop"), keep_mixed)  # zero or NaN normals: unknown (NaN)
     points, colors, normals, towards = scan.points, scan.colors, scan.normals, scan.towards
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
@@ -97,7 +100,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
                              else ", facing the scanner stations" if towards is not None else "")
         normals = scan_normals(cleaned, scan)
     prepared = time.perf_counter() - start
-    result: Dict[str, Any] = {"input_points": len(points), "denoise": denoised_by, "method": method,
+    result: Dict[str, Any] = {"input_points": len(points) + mixed, "mixed_left_out": mixed, "denoise": denoised_by,
+                              "method": method,
                               "normals": how,
                               "strays_left_out": int(far.sum()), "warning": warning}
     if method == "sdf":

@@ -1,0 +1,124 @@
+"""Mixed pixels of a laser scan (edge artifacts): returns from between two surfaces.
+
+Where a scanner's beam falls partly on a near surface and partly on one behind it (at a
+silhouette), the range it measures is a blend of the two: a point in the empty space between
+them, off every surface, often metres from it. A scan of a stationary scanner (E57, PTX, or a
+PCD with its viewpoint: `inr.data.pointclouds.read_scan`'s `stations`) holds them along every
+depth edge; no smoother can put them right, as no surface is near them, and a few hundredths of
+a percent of a scan's points can add a fifth to its mean distance from the surface.
+
+A point on a surface continues that surface in two directions of the scan's grid; a mixed pixel
+continues neither of the surfaces it lies between (along a silhouette its neighbours can be mixed
+pixels like it: a line, one direction). Seen from its station, each point's SUPPORT_NEIGHBOURS
+nearest directions are its neighbours in the scan's grid: those within GRID_STEPS of the local
+angular step, the median angle to its LOCAL_STEP nearest (a scan need not be stored as a grid,
+nor evenly: thinned or merged scans are not). A neighbour q supports the point p in the
+direction from p to q when
+
+- p and q lie at about the same range: they differ by at most SAME_RANGE line scales plus
+  SAME_RANGE_SPACINGS times the point spacing there (range x local step); or
+- p lies on the line through q and the point q2 one step beyond q (in the same direction, within
+  BEYOND_STEPS): at most ON_LINE line scales plus ON_LINE_SPACINGS times that spacing plus
+  ON_LINE_BEND times the shorter of the steps p-q and q-q2 (a curved surface bends away from
+  the line, the more the longer the steps: ground seen at a grazing angle is sampled in rows
+  metres apart; a mixed pixel's step to the surface in front of it is long, that surface's own
+  step short), and q2 is at most EVEN times as far from q as p is, plus a spacing (the steps
+  of a surface grow gradually; a line from a near surface to a far one, across an edge, would
+  pass through the mixed pixels between them).
+
+A point is a mixed pixel when no two of its supporting directions are at an angle (|cos| under
+APART). Only points where the scan is a grid are judged: at least JUDGED of their neighbours
+have a point one step beyond them (on a grid nearly all have 8; points drawn at random from a
+scan, 0-3: there the tests above mean little, and they are left as they are). The line scale is the scan's own: the median distance from p to the line through q and
+q2, where q2 lies within 2.5 spacings of q, over 0.6745 * sqrt(6) (the scatter of a range noise
+on three points; it reads 0.65-0.85 of the true range noise).
+
+Chosen on simulated terrestrial scans of the training site (`scripts/bench_surface.py --only
+mixed`: `training_site`, each beam 7 rays whose hits blend by 1 / range^2 where it straddles a
+depth edge; two stations, range noise 2 and 5 mm, beams 0, 0.8 and 1.2 steps wide; the scans
+thinned to one point per 2 cm and a random 30 % of them too; 2026-12-07, session 53; README,
+"Mixed pixels"). There it took 74-91 % of the returns over 5 cm off every surface, and of a
+clean scan 0.05-0.07 % of the points (far, curved silhouettes a few pixels across and pixel-
+wide parts), which cost its Chamfer-L1 to the truth 0.2-0.4 %.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .knn import nearest
+
+SUPPORT_NEIGHBOURS, LOCAL_STEP, GRID_STEPS, BEYOND_STEPS = 8, 4, 1.6, 0.5
+SAME_RANGE, SAME_RANGE_SPACINGS = 4.0, 1.0
+ON_LINE, ON_LINE_SPACINGS, ON_LINE_BEND, EVEN = 4.0, 0.2, 0.1, 2.0
+APART = 0.8
+SCALE_STEPS = 2.5
+JUDGED = 6
+MIN_POINTS = 100
+"""Fewer points from a station than this are left as they are."""
+CHUNK = 1 << 17
+GAUSSIAN_MAD = 0.6745
+
+
+def mixed_pixels(points: np.ndarray, stations: np.ndarray) -> np.ndarray:
+    """(N,) bool: the mixed pixels of a scan, points (N, 3) each seen from its station (N, 3) (one
+    scan per distinct station)."""
+    points = np.asarray(points, np.float64)
+    stations = np.broadcast_to(np.asarray(stations, np.float64), points.shape)
+    out = np.zeros(len(points), dtype=bool)
+    if len(points) == 0:
+        return out
+    if (stations == stations[0]).all():  # one station (np.unique's sort costs more than the rest)
+        scans = [np.arange(len(points))]
+    else:
+        _, scan = np.unique(stations, axis=0, return_inverse=True)
+        scans = [np.flatnonzero(scan.reshape(-1) == s) for s in range(int(scan.max()) + 1)]
+    for idx in scans:
+        if len(idx) >= MIN_POINTS:
+            out[idx] = _one_station(points[idx], stations[idx[0]])
+    return out
+
+
+def _one_station(points: np.ndarray, station: np.ndarray) -> np.ndarray:
+    off = points - station
+    r = np.linalg.norm(off, axis=1)
+    seen = r > 0
+    u = np.where(seen[:, None], off / np.where(seen, r, 1.0)[:, None], 0.0)
+    k = min(SUPPORT_NEIGHBOURS, len(points) - 1)
+    d2, near = nearest(u, u, k + 1)
+    angle, near = np.sqrt(d2[:, 1:].astype(np.float64)), near[:, 1:]
+    step = np.median(angle[:, :LOCAL_STEP], axis=1)  # the grid's step here: its direct neighbours' angle
+    line_off, seg, hop = np.empty(near.shape), np.empty(near.shape), np.empty(near.shape)
+    past = np.empty(near.shape, dtype=bool)
+    for lo in range(0, len(points), CHUNK):  # (n, k, 3) arrays a chunk at a time
+        sl = slice(lo, lo + CHUNK)
+        beyond = 2 * u[near[sl]] - u[sl, None, :]  # the direction one step past each neighbour
+        beyond /= np.maximum(np.linalg.norm(beyond, axis=2, keepdims=True), 1e-300)
+        b2, b = nearest(beyond.reshape(-1, 3), u, 1)
+        past[sl] = np.sqrt(b2[:, 0].astype(np.float64)).reshape(beyond.shape[:2]) <= BEYOND_STEPS * step[sl, None]
+        q, q2 = points[near[sl]], points[b[:, 0].reshape(beyond.shape[:2])]
+        line = q - q2
+        seg[sl] = np.linalg.norm(line, axis=2)
+        line /= np.maximum(seg[sl], 1e-300)[..., None]
+        rel = points[sl, None, :] - q
+        hop[sl] = np.linalg.norm(rel, axis=2)
+        line_off[sl] = np.linalg.norm(rel - np.sum(rel * line, 2, keepdims=True) * line, axis=2)
+    grid = angle <= GRID_STEPS * step[:, None]
+    past &= grid
+    spacing = (step * r)[:, None]
+    short = past & (seg <= SCALE_STEPS * spacing)
+    scale = float(np.median(line_off[short])) / (GAUSSIAN_MAD * np.sqrt(6)) if short.any() else 0.0
+    same = grid & (np.abs(r[near] - r[:, None]) <= SAME_RANGE * scale + SAME_RANGE_SPACINGS * spacing)
+    on_line = past & (seg <= EVEN * (hop + spacing)) & (line_off <= ON_LINE * scale + ON_LINE_SPACINGS * spacing
+                                                         + ON_LINE_BEND * np.minimum(seg, hop))
+    support = same | on_line
+    mixed = np.zeros(len(points), dtype=bool)
+    for lo in range(0, len(points), CHUNK):
+        sl = slice(lo, lo + CHUNK)
+        v = u[near[sl]] - u[sl, None, :]
+        v /= np.maximum(np.linalg.norm(v, axis=2, keepdims=True), 1e-300)
+        cos = np.abs(v @ v.transpose(0, 2, 1))
+        s = support[sl]
+        mixed[sl] = ~(s[:, :, None] & s[:, None, :] & (cos < APART)).any((1, 2))
+    judged = seen & (step > 0) & (past.sum(1) >= JUDGED)
+    return mixed & judged
