@@ -1,7 +1,7 @@
 """Point clouds to surfaces on held-out real meshes (CGAL's data set: `make meshes`).
 
     make meshes
-    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise|lidar|lidarsite|outliers] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR] [--factors 8,16]
+    .venv/bin/python scripts/bench_surface.py [--only reconstruct|sdf|noisy|normals|densenormals|lownoise|depthnoise|lidar|lidarsite|outliers|mixed] [--normals-backend open3d|plain] [--budget 105] [--meshes a,b] [--mesh-dir DIR] [--factors 8,16]
 
 reconstruct: 5,000 surface points with Gaussian noise (sigma = 1 % or 2 % of the bounding-box
   diagonal per coordinate, or 1 % plus 5 % outliers uniform in the box), and a range scan (6
@@ -58,6 +58,10 @@ lidarsite: terrestrial scans (two stations, range noise 2, 5 and 10 mm) of a sit
   training meshes (`training_site`), where `inr.pointcloud.bands`'s thresholds were chosen:
   `denoise` (by spacing band), the network on the whole cloud at one voxel, and MLS, scored as
   lidar's. Not in the default run (~8 minutes).
+mixed: the lidar scene's terrestrial scan and a training-site scan with mixed pixels (a beam
+  straddling a depth edge returns a blend of the two ranges: `laser_scan`'s footprint), and how
+  `inr.pointcloud.mixed` finds them; `denoise` and MLS with and without them (`mixed`'s
+  docstring). Not in the default run (~10 minutes).
 """
 
 from __future__ import annotations
@@ -502,6 +506,11 @@ LIDAR_CASES = {"terrestrial": 0.005, "airborne": 0.03}
 airborne one's few cm)."""
 
 
+STEP_DEGREES = 0.25
+BEAM_RAYS = 7
+"""A beam of `laser_scan`'s footprint: its centre and 6 rays around it at 0.7 of its radius."""
+
+
 def laser_rays(case: str, rng, density: int = 1, station=None):
     """(origins, unit directions) of a `case` scan of the lidar scene, `density` x as many rays
     per axis: terrestrial, one station (default: 1.7 m over the ground near the centre), 0.25
@@ -510,8 +519,8 @@ def laser_rays(case: str, rng, density: int = 1, station=None):
     from inr.pointcloud.heldout import _ground_height
 
     if case == "terrestrial":
-        az = np.radians(np.arange(0, 360, 0.25 / density))
-        el = np.radians(np.arange(-60, 30, 0.25 / density))
+        az = np.radians(np.arange(0, 360, STEP_DEGREES / density))
+        el = np.radians(np.arange(-60, 30, STEP_DEGREES / density))
         a, e = np.meshgrid(az, el, indexing="ij")
         d = np.stack([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)], -1).reshape(-1, 3)
         if station is None:
@@ -525,20 +534,60 @@ def laser_rays(case: str, rng, density: int = 1, station=None):
     return o, np.broadcast_to(np.array([0.0, 0.0, -1.0]), o.shape)
 
 
-def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1, station=None):
+def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1, station=None, footprint: float = 0.0):
     """(the hits of `laser_rays`, each moved along its ray by Gaussian noise of sigma; the mesh's
-    ray-casting scene)."""
+    ray-casting scene). footprint (terrestrial only): the beam's width as a share of the angular
+    step; a beam whose rays next to a depth edge (a neighbour in the grid over 5 % nearer or
+    farther, or missing) reads the ranges of BEAM_RAYS rays across its width and returns their
+    blend weighted by 1 / range^2 (the light each returns), as a phase-shift scanner does: a mixed
+    pixel, off every surface; under half of them hitting, no return."""
     import open3d as o3d
 
     from inr.pointcloud.shapes import raycasting_scene
 
     scene = raycasting_scene(mesh)
     o, d = laser_rays(case, rng, density, station)
-    rays = np.concatenate([o, d], 1).astype(np.float32)
-    t = scene.cast_rays(o3d.core.Tensor(rays))["t_hit"].numpy().astype(np.float64)
+
+    def cast(origins, directions):
+        rays = np.concatenate([origins, directions], 1).astype(np.float32)
+        return scene.cast_rays(o3d.core.Tensor(rays))["t_hit"].numpy().astype(np.float64)
+
+    t = cast(o, d)
+    if footprint and case == "terrestrial":
+        t = _blend_beams(t, d, o[0], cast, footprint * np.radians(STEP_DEGREES / density) / 2,
+                         len(np.arange(-60, 30, STEP_DEGREES / density)))
     hit = np.isfinite(t)
     t = t[hit] + rng.normal(scale=sigma, size=int(hit.sum())) if sigma else t[hit]
     return o[hit] + t[:, None] * d[hit], scene
+
+
+def _blend_beams(t, d, station, cast, radius, rows):
+    """`laser_scan`'s ranges t (rays on laser_rays' terrestrial grid) with the beams of angular
+    radius `radius` next to a depth edge blended; rows: the grid's elevations per azimuth."""
+    el = np.arcsin(np.clip(d[:, 2], -1, 1))
+    grid = np.where(np.isfinite(t), t, 1e6).reshape(-1, rows)
+    edge = np.zeros(grid.shape, bool)
+    for axis in (0, 1):
+        a, b = np.moveaxis(grid, axis, 0)[:-1], np.moveaxis(grid, axis, 0)[1:]
+        jump = np.abs(a - b) > 0.05 * np.minimum(a, b)
+        e = np.moveaxis(edge, axis, 0)
+        e[:-1] |= jump
+        e[1:] |= jump
+    at = np.flatnonzero(edge.reshape(-1))
+    az = np.arctan2(d[at, 1], d[at, 0])
+    turn = np.arange(BEAM_RAYS - 1) * 2 * np.pi / (BEAM_RAYS - 1)
+    offsets = np.concatenate([[[0.0, 0.0]], 0.7 * radius * np.stack([np.cos(turn), np.sin(turn)], 1)])
+    ranges = []
+    for da, de in offsets:
+        a, e = az + da / np.cos(el[at]), el[at] + de
+        ranges.append(cast(np.broadcast_to(station, (len(at), 3)), np.stack([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)], -1)))
+    ranges = np.stack(ranges, 1)
+    hit = np.isfinite(ranges)
+    weight = np.where(hit, 1 / np.where(hit, ranges, 1.0) ** 2, 0.0)
+    blend = (weight * np.where(hit, ranges, 0.0)).sum(1) / np.maximum(weight.sum(1), 1e-300)
+    t = t.copy()
+    t[at] = np.where(hit.mean(1) >= 0.5, blend, np.inf)
+    return t
 
 
 def lidar(weights=None):
@@ -641,9 +690,59 @@ def lidar_site(weights=None):
     return rows
 
 
+MIXED_FOOTPRINTS = (0.8, 1.2)
+MIXED_OFF = 0.05
+"""`mixed`: a return farther than this (m) from every surface is counted as a mixed pixel."""
+
+
+def mixed(weights=None):
+    """Terrestrial scans with mixed pixels (`laser_scan`'s footprint: 0.8 and 1.2 of the step, and
+    none): the held-out lidar scene (sigma 5 mm, its station) and the training site (sigma 2 and 5
+    mm, SITE_STATIONS' first), where `inr.pointcloud.mixed`'s settings were chosen. Per scan: the
+    returns over MIXED_OFF from every surface, how many `mixed_pixels` takes of them and of the
+    others; `denoise` (by band, as the CLI runs a scan) and MLS on the scan as read and without what
+    it takes, as output / input (the scan as read) accuracy and Chamfer-L1."""
+    import open3d as o3d
+
+    from inr.pointcloud.heldout import _ground_height, lidar_scene
+    from inr.pointcloud.mixed import mixed_pixels
+    from inr.pointcloud.mls import mls_project
+    from inr.tasks.pointcloud import network_denoise
+
+    sites = [("held-out scene", lidar_scene(), np.array([46.0, 47.0, _ground_height(46.0, 47.0) + 1.7]), (0.005,))]
+    sx, sy = SITE_STATIONS[0]
+    sites.append(("training site", training_site(), np.array([sx, sy, _site_ground(sx, sy) + 1.7]), (0.002, 0.005)))
+    rows = []
+    for name, mesh, station, sigmas in sites:
+        ref, scene = laser_scan(mesh, "terrestrial", 0.0, np.random.default_rng(4), density=2, station=station)
+        to_surface = lambda p: scene.compute_distance(o3d.core.Tensor(np.asarray(p, np.float32))).numpy()  # noqa: E731
+        for sigma in sigmas:
+            for footprint in (0.0,) + MIXED_FOOTPRINTS:
+                noisy, _ = laser_scan(mesh, "terrestrial", sigma, np.random.default_rng(3), station=station, footprint=footprint)
+                dist = to_surface(noisy)
+                off = dist > MIXED_OFF
+                t = time.perf_counter()
+                taken = mixed_pixels(noisy, station)
+                t_mixed = time.perf_counter() - t
+                a_in, c_in = float(dist.mean()), cl1(noisy, ref)
+                row = {"scan": name, "sigma (mm)": 1000 * sigma, "footprint": footprint, "points": len(noisy),
+                       "off surfaces": int(off.sum()), "taken of them": int((taken & off).sum()),
+                       "others taken": int((taken & ~off).sum()), "mixed_pixels s": t_mixed,
+                       "input accuracy (mm)": 1000 * a_in, "without taken: accuracy / input": float(dist[~taken].mean()) / a_in}
+                for label, run in (("denoise", lambda p: network_denoise(p, len(p), Path(name), "", weights).points),
+                                   ("MLS", mls_project)):
+                    for how, cloud in (("as read", noisy), ("without taken", noisy[~taken])):
+                        out = run(cloud)
+                        row[f"{label} {how}: accuracy / input"] = float(to_surface(out).mean()) / a_in
+                        row[f"{label} {how}: CL1 / input"] = cl1(out, ref) / c_in
+                rows.append(row)
+                print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise", "depthnoise", "lidar", "lidarsite", "outliers"])
+    ap.add_argument("--only", action="append", choices=["reconstruct", "sdf", "noisy", "normals", "densenormals", "lownoise", "depthnoise", "lidar", "lidarsite", "outliers", "mixed"])
     ap.add_argument("--normals-backend", choices=["open3d", "plain"], default="open3d",
                     help="normals: open3d's estimate (as installed by make setup) or the twin without open3d")
     ap.add_argument("--budget", type=float, default=105.0, help="fit-sdf training seconds per shape (105: with loading, the sign lattice and the mesh, under 120 s on this 2-core machine)")
@@ -708,6 +807,13 @@ def main() -> None:
         print(table(rows, ["station", "sigma (mm)", "points", "spread", "input accuracy (mm)"]
                     + [f"{m}: {c}" for m in ("denoise", "one voxel", "MLS") for c in ("accuracy / input", "CL1 / input")]
                     + ["denoise s", "one voxel s"]))
+    if "mixed" in sections:
+        rows = mixed(args.weights)
+        save("surface_mixed", rows)
+        print(table(rows, ["scan", "sigma (mm)", "footprint", "points", "off surfaces", "taken of them", "others taken",
+                           "input accuracy (mm)", "without taken: accuracy / input"]
+                    + [f"{m} {h}: {c}" for m in ("denoise", "MLS") for h in ("as read", "without taken")
+                       for c in ("accuracy / input", "CL1 / input")] + ["mixed_pixels s"]))
     if "lownoise" in sections:
         rows = lownoise(meshes, model)
         save("surface_lownoise", rows)
