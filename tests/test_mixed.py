@@ -124,3 +124,16 @@ def test_mesh_of_a_scan_leaves_its_mixed_pixels_out(tmp_path, capsys):
     kept = mesh_file(tmp_path / "scan.ptx", tmp_path / "kept.ply", method="poisson", denoiser="none", progress=False,
                      keep_mixed=True)
     assert kept["mixed_left_out"] == 0
+
+
+def test_fit_sdf_reads_a_scan_without_its_mixed_pixels(tmp_path):
+    # what fit-sdf fits (and scores its mesh against) is the scan less its blends
+    from inr.data.surfaces import read_surface
+    from inr.pointcloud.mixed import mixed_pixels
+
+    points, _ = scan(seed=5)
+    _write_ptx(tmp_path / "scan.ptx", points + SITE, SITE)
+    s = read_surface(tmp_path / "scan.ptx", normals=False)
+    found = mixed_pixels(points + SITE, SITE)
+    assert s.mixed == found.sum() > 100 and len(s.points) == len(points) - s.mixed
+    assert np.allclose(s.points, points[~found] + SITE, atol=1e-6)

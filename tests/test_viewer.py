@@ -382,11 +382,13 @@ def test_cloud_viewer_draws_the_files_normals_else_estimated_oriented_ones(tmp_p
     pts /= np.linalg.norm(pts, axis=1, keepdims=True)
     write_cloud(tmp_path / "in.ply", pts, normals=-pts)
     write_cloud(tmp_path / "zero.ply", pts, normals=np.zeros_like(pts))
-    kind, (p, _, n, _, _) = load_geometry(tmp_path / "in.ply")
+    kind, scan = load_geometry(tmp_path / "in.ply")
+    p, n = scan.points, scan.normals
     seg = normal_segments(p, n, 0.1, at_most=1000)
     assert kind == "points" and len(seg) == 1000
     assert np.allclose(seg[:, 1] - seg[:, 0], -0.1 * seg[:, 0], atol=1e-5)
-    _, (p0, _, n0, _, _) = load_geometry(tmp_path / "zero.ply")
+    _, zero = load_geometry(tmp_path / "zero.ply")
+    p0, n0 = zero.points, zero.normals
     assert n0 is None
     seg = normal_segments(p0, None, 0.1)
     cos = ((seg[:, 1] - seg[:, 0]) / 0.1 * seg[:, 0]).sum(1)  # signed: outwards

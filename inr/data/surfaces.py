@@ -62,6 +62,8 @@ class Surface:
     path: str
     strays: int = 0
     """Far stray points of the cloud left out (`inr.pointcloud.strays`)."""
+    mixed: int = 0
+    """Mixed pixels of a scan whose stations are known left out (`inr.pointcloud.mixed`)."""
     colors: Optional[np.ndarray] = None
     """The points' colours (N, 3) in [0, 1]: a cloud's, or a mesh's (vertex or face colours, or
     its texture) at the sampled points; None when the file has none."""
@@ -378,7 +380,8 @@ def mesh_colours(mesh, faces: np.ndarray, bary: np.ndarray) -> Optional[np.ndarr
 def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: str = "drop",
                  normals: bool = True) -> Surface:
     """The oriented points of a mesh (mesh_points samples, area-uniform, with face normals) or of
-    a point cloud (all its points but far strays, `inr.pointcloud.strays`; normals from the file,
+    a point cloud (all its points but far strays, `inr.pointcloud.strays`, and a stationary
+    scanner's mixed pixels, `inr.pointcloud.mixed`; normals from the file,
     or estimated, facing the scanner stations of an E57 or PTX terrestrial scan or an organized PCD;
     zero or NaN normals, as some writers leave unknown ones, count as unknown: where some are
     known, all are estimated and the known ones give the sides). normals=False: a cloud without
@@ -399,8 +402,13 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
                        str(path), colors=mesh_colours(mesh, faces, bary))
     scan = read_scan(path, duplicates)
+    from ..pointcloud.mixed import mixed_pixels
     from ..pointcloud.strays import strays
 
+    mixed = 0
+    if scan.stations is not None:  # returns blended across a depth edge, off every surface
+        blended = mixed_pixels(scan.points, scan.stations)
+        scan, mixed = scan.subset(~blended), int(blended.sum())
     far = strays(scan.points)
     if far.any():  # they would set the box the field is fitted in
         scan = scan.subset(~far)
@@ -409,12 +417,12 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
     if len(points) < 10:
         raise InputError(path, f"holds {len(points)} points; a surface needs at least 10")
     if scan.complete_normals is not None:
-        return Surface(points, scan.complete_normals, "points", "file", str(path), far, colors)
+        return Surface(points, scan.complete_normals, "points", "file", str(path), far, mixed, colors)
     if not want_normals:
-        return Surface(points, None, "points", "none", str(path), far, colors)
+        return Surface(points, None, "points", "none", str(path), far, mixed, colors)
     how = ("estimated" + (", their sides from the file's" if scan.normals is not None  # the file knows some
                           else ", facing the scanner" if scan.towards is not None else ""))
-    return Surface(points, scan_normals(points, scan), "points", how, str(path), far, colors)
+    return Surface(points, scan_normals(points, scan), "points", how, str(path), far, mixed, colors)
 
 
 def scan_normals(points: np.ndarray, scan: Scan) -> np.ndarray:

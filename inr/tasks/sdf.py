@@ -55,6 +55,9 @@ class SdfTask(Task):
         if self.opts.input is None:
             raise InputError(None, "fit-sdf needs an input mesh or point cloud (or --resume DIR)")
         self.surface = read_surface(self.opts.input, self.options.mesh_points, self.opts.seed)
+        if self.surface.mixed:
+            print(f"inr: {self.opts.input}: left out {self.surface.mixed:,} mixed pixels (returns between two surfaces "
+                  "at depth edges)", flush=True)
         if self.surface.strays:
             print(f"inr: {self.opts.input}: left out {self.surface.strays:,} stray points far from the rest "
                   f"(of {len(self.surface.points) + self.surface.strays:,})", flush=True)

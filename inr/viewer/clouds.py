@@ -16,7 +16,7 @@ MAX_POINTS = 2_000_000  # more are subsampled for the browser (shown in the pane
 
 
 def load_geometry(path: Path):
-    """('mesh', trimesh) or ('points', `read_scan`'s Scan: points, colours, normals, towards, up) of a file.
+    """('mesh', trimesh) or ('points', `read_scan`'s Scan: points, colours, normals, towards, up, stations) of a file.
     Meshes are read as `fit-sdf` reads them (`read_mesh`: NaN vertices, faces cut short and
     empty meshes are refused); a PLY without faces is read as a cloud."""
     from ..data.surfaces import MESH_FORMATS, read_mesh
