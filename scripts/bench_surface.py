@@ -61,7 +61,7 @@ lidarsite: terrestrial scans (two stations, range noise 2, 5 and 10 mm) of a sit
 mixed: the lidar scene's terrestrial scan and a training-site scan with mixed pixels (a beam
   straddling a depth edge returns a blend of the two ranges: `laser_scan`'s footprint), and how
   `inr.pointcloud.mixed` finds them; `denoise` and MLS with and without them (`mixed`'s
-  docstring). Not in the default run (~10 minutes).
+  docstring). Not in the default run (~13 minutes).
 """
 
 from __future__ import annotations
