@@ -112,6 +112,20 @@ def read_scan(path, duplicates: str = "error") -> Scan:
     return Scan(points, colors, normals, towards, up, stations)
 
 
+def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:
+    """(the scan without its mixed pixels, how many were left out): a stationary scanner's scan (one
+    whose `stations` are known: E57, PTX, a PCD with its viewpoint) loses the returns that blend two
+    surfaces at a depth edge (`inr.pointcloud.mixed`); other scans, or keep, come back as they are."""
+    if keep or scan.stations is None:
+        return scan, 0
+    from ..pointcloud.mixed import mixed_pixels
+
+    mixed = mixed_pixels(scan.points, scan.stations)
+    if not mixed.any():
+        return scan, 0
+    return scan.subset(~mixed), int(mixed.sum())
+
+
 def _read(path, duplicates: str, bad_normals: str):
     """(points, colours, normals, each point's scanner station (E57, PTX, PCD) or None): `read_oriented_cloud`."""
     path = Path(path)

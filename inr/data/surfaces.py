@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import InputError
 from .pointclouds import FORMATS as CLOUD_FORMATS
-from .pointclouds import Scan, check_ply_faces, read_scan
+from .pointclouds import Scan, check_ply_faces, read_scan, without_mixed
 
 MESH_FORMATS = (".ply", ".obj", ".off", ".stl", ".glb", ".gltf")
 NORMAL_NEIGHBOURS = 30
@@ -401,14 +401,9 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
         pts, faces, bary = trimesh.sample.sample_surface(mesh, int(mesh_points), seed=seed, return_barycentric=True)
         return Surface(np.asarray(pts, np.float64), np.asarray(mesh.face_normals[faces], np.float64), "mesh", "faces",
                        str(path), colors=mesh_colours(mesh, faces, bary))
-    scan = read_scan(path, duplicates)
-    from ..pointcloud.mixed import mixed_pixels
+    scan, mixed = without_mixed(read_scan(path, duplicates))  # returns blended across a depth edge
     from ..pointcloud.strays import strays
 
-    mixed = 0
-    if scan.stations is not None:  # returns blended across a depth edge, off every surface
-        blended = mixed_pixels(scan.points, scan.stations)
-        scan, mixed = scan.subset(~blended), int(blended.sum())
     far = strays(scan.points)
     if far.any():  # they would set the box the field is fitted in
         scan = scan.subset(~far)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .bands import GAUSSIAN_MAD
 from .knn import nearest
 
 SUPPORT_NEIGHBOURS, LOCAL_STEP, GRID_STEPS, BEYOND_STEPS = 8, 4, 1.6, 0.5
@@ -57,7 +58,6 @@ JUDGED = 6
 MIN_POINTS = 100
 """Fewer points from a station than this are left as they are."""
 CHUNK = 1 << 17
-GAUSSIAN_MAD = 0.6745
 
 
 def mixed_pixels(points: np.ndarray, stations: np.ndarray) -> np.ndarray:

@@ -161,20 +161,6 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
     return Denoised(mls_fill(pts, want, seed), method, warning, None)
 
 
-def without_mixed(scan, keep: bool = False):
-    """(the scan without its mixed pixels, how many were left out): a stationary scanner's scan (one
-    whose `stations` are known: E57, PTX, a PCD with its viewpoint) loses the returns that blend two
-    surfaces at a depth edge (`inr.pointcloud.mixed`); other scans, or keep, come back as they are."""
-    from ..pointcloud.mixed import mixed_pixels
-
-    if keep or scan.stations is None:
-        return scan, 0
-    mixed = mixed_pixels(scan.points, scan.stations)
-    if not mixed.any():
-        return scan, 0
-    return scan.subset(~mixed), int(mixed.sum())
-
-
 def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
                  baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
                  voxel: Optional[float] = None, progress: bool = False, device: str = "auto",
@@ -190,8 +176,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     (all but XYZ and NPY). The input's normals are not needed: zero or NaN ones (unknown, as some
     writers leave them) are passed over. precision: '32', or 'bf16' (the native kernels' products
     in bfloat16 where the CPU has them; the method then says so). A scan whose stations are known
-    loses its mixed pixels first, for every method (`without_mixed`), unless keep_mixed."""
-    from ..data.pointclouds import check_write_format, read_scan, write_cloud
+    loses its mixed pixels first, for every method (`data.pointclouds.without_mixed`), unless keep_mixed."""
+    from ..data.pointclouds import check_write_format, read_scan, without_mixed, write_cloud
     from .outputs import nearest_colours
 
     check_write_format(out)  # before the network runs

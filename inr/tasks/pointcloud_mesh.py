@@ -46,8 +46,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
               progress: bool = True, seed: int = 0, voxel: Optional[float] = None,
               poisson_trim: float = 0.0, trim: Optional[float] = None, keep_mixed: bool = False) -> Dict[str, Any]:
     """trim: sdf's reach (the fit's train.mesh_trim; None: the preset's, 0: the whole, closed level set).
-    A scan whose stations are known loses its mixed pixels first (`pointcloud.without_mixed`), unless keep_mixed."""
-    from ..data.pointclouds import read_scan, write_cloud
+    A scan whose stations are known loses its mixed pixels first (`data.pointclouds.without_mixed`), unless keep_mixed."""
+    from ..data.pointclouds import read_scan, without_mixed, write_cloud
     from ..data.surfaces import scan_normals
     from ..pointcloud.strays import strays
     from .outputs import nearest_colours, paint_mesh
@@ -77,8 +77,6 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    from .pointcloud import without_mixed
-
     scan, mixed = without_mixed(read_scan(inp, "drop"), keep_mixed)  # zero or NaN normals: unknown (NaN)
     points, colors, normals, towards = scan.points, scan.colors, scan.normals, scan.towards
     if len(points) < MIN_POINTS:
