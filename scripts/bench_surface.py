@@ -59,9 +59,10 @@ lidarsite: terrestrial scans (two stations, range noise 2, 5 and 10 mm) of a sit
   `denoise` (by spacing band), the network on the whole cloud at one voxel, and MLS, scored as
   lidar's. Not in the default run (~8 minutes).
 mixed: the lidar scene's terrestrial scan and a training-site scan with mixed pixels (a beam
-  straddling a depth edge returns a blend of the two ranges: `laser_scan`'s footprint), and how
-  `inr.pointcloud.mixed` finds them; `denoise` and MLS with and without them (`mixed`'s
-  docstring). Not in the default run (~13 minutes).
+  straddling a depth edge returns a blend of the two ranges: `laser_scan`'s footprint), on an
+  even grid and one 3 times coarser in azimuth, and how `inr.pointcloud.mixed` finds them (from
+  directions alone and from the scan's grid); `denoise` and MLS with and without them (`mixed`'s
+  docstring). Not in the default run (~20 minutes).
 """
 
 from __future__ import annotations
@@ -511,15 +512,16 @@ BEAM_RAYS = 7
 """A beam of `laser_scan`'s footprint: its centre and 6 rays around it at 0.7 of its radius."""
 
 
-def laser_rays(case: str, rng, density: int = 1, station=None):
+def laser_rays(case: str, rng, density: int = 1, station=None, columns: int = 1):
     """(origins, unit directions) of a `case` scan of the lidar scene, `density` x as many rays
     per axis: terrestrial, one station (default: 1.7 m over the ground near the centre), 0.25
-    degrees apart in azimuth and elevation (-60 to +30 degrees); airborne, straight down from
-    200 m on a grid 0.25 m apart, each ray jittered by up to half a cell."""
+    degrees apart in azimuth (times `columns`) and elevation (-60 to +30 degrees), a column (an
+    azimuth) at a time; airborne, straight down from 200 m on a grid 0.25 m apart, each ray
+    jittered by up to half a cell."""
     from inr.pointcloud.heldout import _ground_height
 
     if case == "terrestrial":
-        az = np.radians(np.arange(0, 360, STEP_DEGREES / density))
+        az = np.radians(np.arange(0, 360, columns * STEP_DEGREES / density))
         el = np.radians(np.arange(-60, 30, STEP_DEGREES / density))
         a, e = np.meshgrid(az, el, indexing="ij")
         d = np.stack([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)], -1).reshape(-1, 3)
@@ -534,10 +536,12 @@ def laser_rays(case: str, rng, density: int = 1, station=None):
     return o, np.broadcast_to(np.array([0.0, 0.0, -1.0]), o.shape)
 
 
-def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1, station=None, footprint: float = 0.0):
+def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1, station=None, footprint: float = 0.0,
+               columns: int = 1, cells: bool = False):
     """(the hits of `laser_rays`, each moved along its ray by Gaussian noise of sigma; the mesh's
-    ray-casting scene). footprint (terrestrial only): the beam's width as a share of the angular
-    step; a beam whose rays next to a depth edge (a neighbour in the grid over 5 % nearer or
+    ray-casting scene[; with cells, each hit's scan (0), row and column in the terrestrial grid]).
+    footprint (terrestrial only): the beam's width as a share of the elevation step
+    (`laser_rays`' columns: the azimuth step's multiple of it); a beam whose rays next to a depth edge (a neighbour in the grid over 5 % nearer or
     farther, or missing) reads the ranges of BEAM_RAYS rays across its width and returns their
     blend weighted by 1 / range^2 (the light each returns), as a phase-shift scanner does: a mixed
     pixel, off every surface; under half of them hitting, no return."""
@@ -546,7 +550,7 @@ def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1, station=Non
     from inr.pointcloud.shapes import raycasting_scene
 
     scene = raycasting_scene(mesh)
-    o, d = laser_rays(case, rng, density, station)
+    o, d = laser_rays(case, rng, density, station, columns)
 
     def cast(origins, directions):
         rays = np.concatenate([origins, directions], 1).astype(np.float32)
@@ -558,7 +562,10 @@ def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1, station=Non
                          len(np.arange(-60, 30, STEP_DEGREES / density)))
     hit = np.isfinite(t)
     t = t[hit] + rng.normal(scale=sigma, size=int(hit.sum())) if sigma else t[hit]
-    return o[hit] + t[:, None] * d[hit], scene
+    if not cells:
+        return o[hit] + t[:, None] * d[hit], scene
+    at, rows = np.flatnonzero(hit), len(np.arange(-60, 30, STEP_DEGREES / density))
+    return o[hit] + t[:, None] * d[hit], scene, np.stack([np.zeros_like(at), at % rows, at // rows], 1)
 
 
 def _blend_beams(t, d, station, cast, radius, rows):
@@ -691,17 +698,23 @@ def lidar_site(weights=None):
 
 
 MIXED_FOOTPRINTS = (0.8, 1.2)
+MIXED_COLUMNS = (1, 3)
+"""`mixed`: grids with azimuth steps 1 and 3 times the elevation step (many scanners store finer
+rows than columns: the real scan of README's pump room, 3.3 times)."""
 MIXED_OFF = 0.05
 """`mixed`: a return farther than this (m) from every surface is counted as a mixed pixel."""
 
 
 def mixed(weights=None):
-    """Terrestrial scans with mixed pixels (`laser_scan`'s footprint: 0.8 and 1.2 of the step, and
-    none): the held-out lidar scene (sigma 5 mm, its station) and the training site (sigma 2 and 5
-    mm, SITE_STATIONS' first), where `inr.pointcloud.mixed`'s settings were chosen. Per scan: the
-    returns over MIXED_OFF from every surface, how many `mixed_pixels` takes of them and of the
-    others; `denoise` (by band, as the CLI runs a scan) and MLS on the scan as read and without what
-    it takes, as output / input (the scan as read) accuracy and Chamfer-L1."""
+    """Terrestrial scans with mixed pixels (`laser_scan`'s footprint: 0.8 and 1.2 of the elevation
+    step, and none; MIXED_COLUMNS' grids): the held-out lidar scene (sigma 5 mm, its station) and
+    the training site (sigma 2 and 5 mm, SITE_STATIONS' first), where `inr.pointcloud.mixed`'s
+    settings were chosen (on the even grid, from directions alone). Per scan: the returns over
+    MIXED_OFF from every surface, how many `mixed_pixels` takes of them and of the others from
+    the directions alone (as for a scan stored without its grid) and from the scan's grid (as
+    the CLI reads a PTX, an E57 with rows and columns); `denoise` (by band, as the CLI runs a
+    scan) and MLS on the scan as read and without what the grid's run takes, as output / input
+    (the scan as read) accuracy and Chamfer-L1."""
     import open3d as o3d
 
     from inr.pointcloud.heldout import _ground_height, lidar_scene
@@ -716,27 +729,35 @@ def mixed(weights=None):
     for name, mesh, station, sigmas in sites:
         ref, scene = laser_scan(mesh, "terrestrial", 0.0, np.random.default_rng(4), density=2, station=station)
         to_surface = lambda p: scene.compute_distance(o3d.core.Tensor(np.asarray(p, np.float32))).numpy()  # noqa: E731
-        for sigma in sigmas:
-            for footprint in (0.0,) + MIXED_FOOTPRINTS:
-                noisy, _ = laser_scan(mesh, "terrestrial", sigma, np.random.default_rng(3), station=station, footprint=footprint)
-                dist = to_surface(noisy)
-                off = dist > MIXED_OFF
-                t = time.perf_counter()
-                taken = mixed_pixels(noisy, station)
-                t_mixed = time.perf_counter() - t
-                a_in, c_in = float(dist.mean()), cl1(noisy, ref)
-                row = {"scan": name, "sigma (mm)": 1000 * sigma, "footprint": footprint, "points": len(noisy),
-                       "off surfaces": int(off.sum()), "taken of them": int((taken & off).sum()),
-                       "others taken": int((taken & ~off).sum()), "mixed_pixels s": t_mixed,
-                       "input accuracy (mm)": 1000 * a_in, "without taken: accuracy / input": float(dist[~taken].mean()) / a_in}
-                for label, run in (("denoise", lambda p: network_denoise(p, len(p), Path(name), "", weights).points),
-                                   ("MLS", mls_project)):
-                    for how, cloud in (("as read", noisy), ("without taken", noisy[~taken])):
-                        out = run(cloud)
-                        row[f"{label} {how}: accuracy / input"] = float(to_surface(out).mean()) / a_in
-                        row[f"{label} {how}: CL1 / input"] = cl1(out, ref) / c_in
-                rows.append(row)
-                print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+        for columns in MIXED_COLUMNS:
+            for sigma in sigmas:
+                for footprint in (0.0,) + MIXED_FOOTPRINTS:
+                    noisy, _, cells = laser_scan(mesh, "terrestrial", sigma, np.random.default_rng(3), station=station,
+                                                 footprint=footprint, columns=columns, cells=True)
+                    dist = to_surface(noisy)
+                    off = dist > MIXED_OFF
+                    t = time.perf_counter()
+                    by_directions = mixed_pixels(noisy, station)
+                    t_directions = time.perf_counter() - t
+                    t = time.perf_counter()
+                    taken = mixed_pixels(noisy, station, cells)
+                    t_grid = time.perf_counter() - t
+                    a_in, c_in = float(dist.mean()), cl1(noisy, ref)
+                    row = {"scan": name, "azimuth step / elevation step": columns, "sigma (mm)": 1000 * sigma,
+                           "footprint": footprint, "points": len(noisy), "off surfaces": int(off.sum()),
+                           "directions: taken of them": int((by_directions & off).sum()),
+                           "directions: others taken": int((by_directions & ~off).sum()),
+                           "grid: taken of them": int((taken & off).sum()), "grid: others taken": int((taken & ~off).sum()),
+                           "directions s": t_directions, "grid s": t_grid, "input accuracy (mm)": 1000 * a_in,
+                           "without taken: accuracy / input": float(dist[~taken].mean()) / a_in}
+                    for label, run in (("denoise", lambda p: network_denoise(p, len(p), Path(name), "", weights).points),
+                                       ("MLS", mls_project)):
+                        for how, cloud in (("as read", noisy), ("without taken", noisy[~taken])):
+                            out = run(cloud)
+                            row[f"{label} {how}: accuracy / input"] = float(to_surface(out).mean()) / a_in
+                            row[f"{label} {how}: CL1 / input"] = cl1(out, ref) / c_in
+                    rows.append(row)
+                    print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
     return rows
 
 
@@ -810,10 +831,11 @@ def main() -> None:
     if "mixed" in sections:
         rows = mixed(args.weights)
         save("surface_mixed", rows)
-        print(table(rows, ["scan", "sigma (mm)", "footprint", "points", "off surfaces", "taken of them", "others taken",
-                           "input accuracy (mm)", "without taken: accuracy / input"]
+        print(table(rows, ["scan", "azimuth step / elevation step", "sigma (mm)", "footprint", "points", "off surfaces",
+                           "directions: taken of them", "directions: others taken", "grid: taken of them",
+                           "grid: others taken", "input accuracy (mm)", "without taken: accuracy / input"]
                     + [f"{m} {h}: {c}" for m in ("denoise", "MLS") for h in ("as read", "without taken")
-                       for c in ("accuracy / input", "CL1 / input")] + ["mixed_pixels s"]))
+                       for c in ("accuracy / input", "CL1 / input")] + ["directions s", "grid s"]))
     if "lownoise" in sections:
         rows = lownoise(meshes, model)
         save("surface_lownoise", rows)

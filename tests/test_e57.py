@@ -143,8 +143,12 @@ def test_normals_of_an_e57_scan_face_the_stations_that_saw_it(tmp_path, capsys):
                            rotation=QUARTER_TURN_Z, translation=SITE + stations[1])
         e57.close()
     assert read_scan(tmp_path / "mobile.e57")[3] is None
-    points, _, normals, towards, _, origins = read_scan(path)
+    assert read_scan(tmp_path / "mobile.e57").cells is None
+    points, _, normals, towards, _, origins, cells = read_scan(path)
     assert np.allclose(origins[:3], SITE + stations[0])
+    n_a = int(half.sum())  # each scan's rows and columns as written, the scan's number first
+    assert np.array_equal(cells, np.concatenate([np.stack([np.full(n, i), np.arange(n) % 100, np.arange(n) // 100], 1)
+                                                 for i, n in enumerate((n_a, len(room) - n_a))]))
     assert normals is None and np.allclose(towards[:3], (SITE + stations[0] - points[:3]) / np.linalg.norm(
         SITE + stations[0] - points[:3], axis=1, keepdims=True))
     assert main(["pointcloud", "denoise", str(path), str(tmp_path / "clean.ply"), "--no-progress"]) == 0

@@ -40,23 +40,28 @@ def _dirs(az, el):
     return np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], -1)
 
 
-def scan(seed=0, sigma=0.003, jitter=0.1):
-    """(points seen from the origin, whether each is a blend of two surfaces): a grid 0.3 degrees apart
-    (each ray jittered by up to `jitter` of a step), range noise sigma; each beam reads 7 rays
-    over a footprint of 0.8 steps and blends their ranges by 1 / range^2 (a phase scanner's
-    mixed pixels where it straddles an edge)."""
+def scan(seed=0, sigma=0.003, jitter=0.1, rows=1, cells=False):
+    """(points seen from the origin, whether each is a blend of two surfaces[, each point's scan,
+    row and column]): a grid 0.3 degrees apart (`rows` times as dense in elevation; each ray
+    jittered by up to `jitter` of a step), range noise sigma; each beam reads 7 rays over a
+    footprint of 0.8 of the finer step and blends their ranges by 1 / range^2 (a phase scanner's mixed pixels
+    where it straddles an edge). The points are listed a column (an azimuth) at a time."""
     rng = np.random.default_rng(seed)
-    az, el = np.meshgrid(np.arange(-0.5, 0.5, STEP), np.arange(-0.45, 0.2, STEP), indexing="ij")
+    az, el = np.meshgrid(np.arange(-0.5, 0.5, STEP), np.arange(-0.45, 0.2, STEP / rows), indexing="ij")
     az = az + rng.uniform(-jitter, jitter, az.shape) * STEP
     el = el + rng.uniform(-jitter, jitter, el.shape) * STEP
     turn = np.arange(6) * np.pi / 3
-    offsets = np.concatenate([[[0.0, 0.0]], 0.7 * 0.4 * STEP * np.stack([np.cos(turn), np.sin(turn)], 1)])
+    offsets = np.concatenate([[[0.0, 0.0]], 0.7 * 0.4 * STEP / rows * np.stack([np.cos(turn), np.sin(turn)], 1)])
     t, which = (np.stack(a, -1) for a in zip(*(_ranges(_dirs(az + da, el + de)) for da, de in offsets)))
     w = 1 / t**2
     blend = (w * t).sum(-1) / w.sum(-1)
     mixed = which.min(-1) != which.max(-1)
     r = blend + rng.normal(scale=sigma, size=blend.shape)
-    return (r[..., None] * _dirs(az, el)).reshape(-1, 3), mixed.reshape(-1)
+    out = (r[..., None] * _dirs(az, el)).reshape(-1, 3), mixed.reshape(-1)
+    if not cells:
+        return out
+    column, row = np.meshgrid(np.arange(az.shape[0]), np.arange(az.shape[1]), indexing="ij")
+    return out + (np.stack([np.zeros(row.size, int), row.ravel(), column.ravel()], 1),)
 
 
 def test_blended_returns_are_found_and_surface_points_kept():
@@ -84,8 +89,55 @@ def test_blended_returns_are_found_and_surface_points_kept():
     assert np.array_equal(together[len(points):], mixed_pixels(other + SITE + 0.0, SITE + [30.0, 5, 0]))
 
 
-def _write_ptx(path, points, station):
-    lines = ["1", str(len(points)), " ".join(f"{v:.17g}" for v in station)]
+def test_a_scanners_grid_gives_the_neighbours():
+    # on an even grid the stored rows and columns find what the directions find; on a grid three
+    # times as dense in elevation as in azimuth (as many scanners store them) the 8 nearest
+    # directions all lie along the column, no point is judged, and the grid still finds the blends
+    from inr.pointcloud.mixed import mixed_pixels
+
+    points, blended, cells = scan(seed=6, cells=True)
+    found = mixed_pixels(points + SITE, SITE, cells)
+    assert found.sum() > 100 and np.array_equal(found, mixed_pixels(points + SITE, SITE))
+    points, blended, cells = scan(seed=6, rows=3, cells=True)
+    off = _distance(points) > 0.05
+    assert off.sum() > 100
+    found = mixed_pixels(points + SITE, SITE, cells)
+    assert found[off].mean() > 0.95 and found[~blended].mean() < 0.001
+    assert mixed_pixels(points + SITE, SITE)[off].mean() < 0.1
+    # numbers that are not the scanner's grid (a writer's running count) are not taken for one
+    numbered = np.stack([np.zeros(len(points), int), np.arange(len(points)) % 100, np.arange(len(points)) // 100], 1)
+    assert np.array_equal(mixed_pixels(points + SITE, SITE, numbered), mixed_pixels(points + SITE, SITE))
+
+
+def test_a_ptx_grid_and_an_organized_pcd_give_each_points_cell(tmp_path, capsys):
+    # the grid of a PTX scan (stored a column at a time) and of an organized PCD (a row at a time,
+    # no return NaN) come with the points; `denoise` of the dense-row PTX leaves its blends out
+    from inr.data.pointclouds import read_cloud, read_scan, write_cloud
+
+    points, blended, cells = scan(seed=7, rows=3, cells=True)
+    columns, rows = cells[:, 2].max() + 1, cells[:, 1].max() + 1
+    _write_ptx(tmp_path / "scan.ptx", points + SITE, SITE, columns)
+    read = read_scan(tmp_path / "scan.ptx")
+    assert np.array_equal(read.cells, cells) and np.allclose(read.points, points + SITE, atol=1e-6)
+    assert main(["pointcloud", "denoise", str(tmp_path / "scan.ptx"), str(tmp_path / "out.ply"), "--baseline", "mls"]) == 0
+    left = int(capsys.readouterr().out.split(" mixed pixels")[0].rsplit("; ", 1)[1].replace(",", ""))
+    off = _distance(points) > 0.05
+    assert off.sum() * 0.95 < left < off.sum() + 0.001 * len(points)
+    assert _distance(read_cloud(tmp_path / "out.ply")[0] - SITE).mean() < 0.001
+    image = (points - points.mean(0)).reshape(columns, rows, 3).transpose(1, 0, 2).copy()  # rows of pixels
+    image[5, 7] = np.nan
+    header = ("# .PCD v0.7\nVERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
+              f"WIDTH {columns}\nHEIGHT {rows}\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {columns * rows}\nDATA ascii\n")
+    (tmp_path / "depth.pcd").write_text(header + "\n".join(" ".join(f"{v:.9g}" for v in p) for p in image.reshape(-1, 3)) + "\n")
+    depth = read_scan(tmp_path / "depth.pcd")
+    want = [[0, r, c] for r in range(rows) for c in range(columns) if (r, c) != (5, 7)]
+    assert depth.cells.tolist() == want and len(depth.points) == columns * rows - 1
+    write_cloud(tmp_path / "flat.pcd", points)  # unorganized: no grid
+    assert read_scan(tmp_path / "flat.pcd").cells is None
+
+
+def _write_ptx(path, points, station, columns=1):
+    lines = [str(columns), str(len(points) // columns), " ".join(f"{v:.17g}" for v in station)]
     lines += ["1 0 0", "0 1 0", "0 0 1", "1 0 0 0", "0 1 0 0", "0 0 1 0", "0 0 0 1"]
     lines += [" ".join(f"{v:.17g}" for v in p) + " 0.5" for p in points]
     path.write_text("\n".join(lines) + "\n")

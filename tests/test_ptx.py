@@ -10,13 +10,14 @@ from inr.cli import main
 SITE = np.array([512345.0, 4123456.0, 321.0])
 
 
-def _ptx_scan(local, station, rotation_rows, translation, colours=None, empty=()):
-    """A PTX scan's text: a 1-column grid of `local` points (rows listed in `empty` written as
-    0 0 0, no return), the scanner's registered position and axes, the transform's rows."""
+def _ptx_scan(local, station, rotation_rows, translation, colours=None, empty=(), columns=1):
+    """A PTX scan's text: a grid of `local` points in `columns` columns (a column's rows, then the
+    next column's; points listed in `empty` written as 0 0 0, no return), the scanner's
+    registered position and axes, the transform's rows."""
     def numbers(values):
         return " ".join(f"{float(v):.17g}" for v in values)
 
-    lines = ["1", str(len(local)), numbers(station)]
+    lines = [str(columns), str(len(local) // columns), numbers(station)]
     lines += [numbers(axis) for axis in rotation_rows]
     lines += [numbers(list(row) + [0.0]) for row in rotation_rows]
     lines.append(numbers(list(translation) + [1.0]))
@@ -29,7 +30,8 @@ def _ptx_scan(local, station, rotation_rows, translation, colours=None, empty=()
 def test_two_registered_scans_read_in_the_common_frame_with_their_stations(tmp_path):
     # scan A: identity transform; scan B: a quarter turn about z (x -> y, y -> -x: rows 0 1 0 and
     # -1 0 0) and moved 10 m east, its points in its own frame: the reader must give the
-    # hand-rotated values, A's empty cells left out, colours / 255, unit vectors to each station
+    # hand-rotated values, A's empty cells left out, colours / 255, unit vectors to each station,
+    # and each point's cell: scan, row, column (A: 4 columns of 10 rows, stored a column at a time)
     from inr.data.pointclouds import read_scan
 
     rng = np.random.default_rng(0)
@@ -37,9 +39,9 @@ def test_two_registered_scans_read_in_the_common_frame_with_their_stations(tmp_p
     ca, cb = rng.integers(0, 256, size=(40, 3)), rng.integers(0, 256, size=(30, 3))
     identity, quarter = np.eye(3), np.array([[0.0, 1, 0], [-1, 0, 0], [0, 0, 1]])
     east = SITE + [10.0, 0, 0]
-    text = (_ptx_scan(a, SITE, identity, SITE, ca, empty=(3, 17)) + _ptx_scan(b, east, quarter, east, cb))
+    text = (_ptx_scan(a, SITE, identity, SITE, ca, empty=(3, 17), columns=4) + _ptx_scan(b, east, quarter, east, cb))
     (tmp_path / "site.ptx").write_text(text)
-    points, colours, normals, towards, up, origins = read_scan(tmp_path / "site.ptx")
+    points, colours, normals, towards, up, origins, cells = read_scan(tmp_path / "site.ptx")
     keep = np.ones(40, bool)
     keep[[3, 17]] = False
     expected = np.concatenate([a[keep] + SITE, np.stack([-b[:, 1], b[:, 0], b[:, 2]], 1) + east])
@@ -48,6 +50,8 @@ def test_two_registered_scans_read_in_the_common_frame_with_their_stations(tmp_p
     stations = np.concatenate([np.tile(SITE, (38, 1)), np.tile(east, (30, 1))])
     assert np.array_equal(origins, stations) and up is None
     assert np.allclose(towards, (stations - expected) / np.linalg.norm(stations - expected, axis=1, keepdims=True), atol=1e-6)
+    at = np.flatnonzero(keep)
+    assert cells.tolist() == [[0, k % 10, k // 10] for k in at] + [[1, k, 0] for k in range(30)]
 
 
 @pytest.mark.parametrize("case", ["header", "short", "width", "number"])

@@ -14,7 +14,9 @@ scan is a stationary scanner's (stored as range, azimuth and elevation, or on a 
 grid, as terrestrial scanners' software writes them), each
 point's direction towards the station that scanned it (its scan pose's translation: where the
 scanner stood) is given too: the side of the surface the scanner saw. Scans of cartesian points
-only (a mobile mapper's, or a merged cloud) have no one station, and give none.
+only (a mobile mapper's, or a merged cloud) have no one station, and give none. Where a scan
+stores each point's row and column in its scanner's grid (rowIndex, columnIndex), those are given
+too (`inr.pointcloud.mixed` takes its neighbours from them).
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ def _pye57(path: Path):
         raise InputError(path, f"E57 files need pye57: {exc}") from None
 
 
-def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
+def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray],
+                                   Optional[np.ndarray]]:
     """(points (N, 3) float64 in the file's common frame, colours (N, 3) in [0, 1] or None, normals
     (N, 3) in the common frame as stored (not normalised) or None, each point's scan's station
-    (N, 3), or None: module docstring)."""
+    (N, 3), or None, each point's scan, row and column (N, 3) int64 (row and column -1 in a scan
+    without them), or None where no scan has them: module docstring)."""
     pye57 = _pye57(path)
     try:
         e57 = pye57.E57(str(path), mode="r")
@@ -54,20 +58,24 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
         count = e57.scan_count
         if count == 0:
             raise InputError(path, "holds no scans")
-        points, colours, normals, stations = [], [], [], []
+        points, colours, normals, stations, cells = [], [], [], [], []
         for i in range(count):
             header = e57.get_header(i)
             has_colours = all(c in header.point_fields for c in _COLOURS)
+            has_grid = "rowIndex" in header.point_fields and "columnIndex" in header.point_fields
             try:
-                scan = e57.read_scan(i, colors=has_colours, transform=True, ignore_missing_fields=True)
+                scan = e57.read_scan(i, colors=has_colours, row_column=has_grid, transform=True, ignore_missing_fields=True)
             except Exception as exc:
                 raise InputError(path, f"scan {i} could not be read ({first_line(exc)})") from None
             points.append(np.stack([np.asarray(scan[k], np.float64) for k in _CARTESIAN], 1))
             fields = header.point_fields
             if all(c in fields for c in _NORMALS):
                 normals.append(_scan_normals(path, e57, header, pye57, i))
-            if "sphericalRange" in fields or ("rowIndex" in fields and "columnIndex" in fields):
+            if "sphericalRange" in fields or has_grid:
                 stations.append(np.asarray(header.translation, np.float64))  # the scan frame's origin: the scanner
+            n = len(points[-1])
+            grid = [np.asarray(scan[c], np.int64) for c in ("rowIndex", "columnIndex")] if has_grid else [np.full(n, -1)] * 2
+            cells.append(np.stack([np.full(n, i)] + grid, 1))
             if has_colours:
                 raw = np.stack([np.asarray(scan[c], np.float64) for c in _COLOURS], 1)
                 colours.append(raw / _colour_maxima(header))
@@ -78,7 +86,8 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
     origins = None
     if len(stations) == count:
         origins = np.concatenate([np.broadcast_to(station, p.shape) for station, p in zip(stations, points)])
-    return np.concatenate(points), colors, normal, origins
+    grids = np.concatenate(cells).astype(np.int64)
+    return np.concatenate(points), colors, normal, origins, grids if (grids[:, 1] >= 0).any() else None
 
 
 def _scan_normals(path: Path, e57, header, pye57, i: int) -> np.ndarray:

@@ -89,10 +89,14 @@ class Scan(NamedTuple):
     stations: Optional[np.ndarray] = None
     """Where `towards` is known, the position (N, 3) of the station that saw each point (for
     `inr.pointcloud.mixed`); else None."""
+    cells: Optional[np.ndarray] = None
+    """Where the file stores its scans as grids (PTX; E57 with rowIndex and columnIndex; an organized
+    PCD), each point's scan, row and column (N, 3) int64 (row and column -1 in a scan stored without
+    them; for `inr.pointcloud.mixed`); else None."""
 
     def subset(self, keep: np.ndarray) -> "Scan":
         """The scan of the points `keep` selects (a mask or indices); `up` is a direction, kept."""
-        return self._replace(**{f: getattr(self, f)[keep] for f in ("points", "colors", "normals", "towards", "stations")
+        return self._replace(**{f: getattr(self, f)[keep] for f in ("points", "colors", "normals", "towards", "stations", "cells")
                                 if getattr(self, f) is not None})
 
     @property
@@ -106,10 +110,10 @@ def read_scan(path, duplicates: str = "error") -> Scan:
     what the file says about the sides of its normals (`Scan`)."""
     from .orientation import towards_station
 
-    points, colors, normals, stations = _read(path, duplicates, "ignore")
+    points, colors, normals, stations, cells = _read(path, duplicates, "ignore")
     up = np.array([0.0, 0.0, 1.0]) if Path(path).suffix.lower() in LAS_FORMATS else None
     towards = None if stations is None else towards_station(points, stations)
-    return Scan(points, colors, normals, towards, up, stations)
+    return Scan(points, colors, normals, towards, up, stations, None if stations is None else cells)
 
 
 def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:
@@ -120,21 +124,22 @@ def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:
         return scan, 0
     from ..pointcloud.mixed import mixed_pixels
 
-    mixed = mixed_pixels(scan.points, scan.stations)
+    mixed = mixed_pixels(scan.points, scan.stations, scan.cells)
     if not mixed.any():
         return scan, 0
     return scan.subset(~mixed), int(mixed.sum())
 
 
 def _read(path, duplicates: str, bad_normals: str):
-    """(points, colours, normals, each point's scanner station (E57, PTX, PCD) or None): `read_oriented_cloud`."""
+    """(points, colours, normals, each point's scanner station (E57, PTX, PCD) or None, each point's
+    scan, row and column in its scanner's grid (PTX, E57, an organized PCD) or None): `read_oriented_cloud`."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
-    colors = normals = stations = None
+    colors = normals = stations = cells = None
     if suffix == ".npy":
         try:
             data = np.load(path, allow_pickle=False)
@@ -160,16 +165,16 @@ def _read(path, duplicates: str, bad_normals: str):
         if suffix in TEXT_FORMATS:
             points, colors, normals = read_text_cloud(path)
         elif suffix == ".pcd":
-            points, colors, normals = _read_pcd(path)
+            points, colors, normals, cells = _read_pcd(path)
             station = pcd_station(path)
             if station is not None:
                 stations = np.broadcast_to(station, points.shape)
         elif suffix in LAS_FORMATS:
             points, colors, normals = read_las(path)
         elif suffix in E57_FORMATS:
-            points, colors, normals, stations = read_e57(path)
+            points, colors, normals, stations, cells = read_e57(path)
         elif suffix in PTX_FORMATS:
-            points, colors, stations = read_ptx(path)
+            points, colors, stations, cells = read_ptx(path)
         elif declared == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
         elif _has_open3d() and not _open3d_misreads(props):
@@ -199,8 +204,8 @@ def _read(path, duplicates: str, bad_normals: str):
         _, first = np.unique(points, axis=0, return_index=True)
         keep = np.sort(first)
         points = points[keep]
-        colors, normals, stations = (None if a is None else a[keep] for a in (colors, normals, stations))
-    return points, colors, normals, stations
+        colors, normals, stations, cells = (None if a is None else a[keep] for a in (colors, normals, stations, cells))
+    return points, colors, normals, stations, cells
 
 
 _READ_FAILED = re.compile(r"failed|error|unexpected end", re.IGNORECASE)
@@ -343,15 +348,16 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
 
 
 def _read_pcd(path: Path):
-    """(points, colours or None, normals or None) of a PCD file, through open3d's tensor reader:
-    the legacy one misreads PCD files whose coordinates are stored as doubles (F 8), which
-    georeferenced scans need."""
+    """(points, colours or None, normals or None, each point's scan (0), row and column where the
+    cloud is organized (HEIGHT > 1: an image's pixels, row by row) or None) of a PCD file, through
+    open3d's tensor reader: the legacy one misreads PCD files whose coordinates are stored as
+    doubles (F 8), which georeferenced scans need."""
     o3d = _open3d(path, "PCD files need open3d")
     with _native_read(path, ".pcd"):
         cloud = o3d.t.io.read_point_cloud(str(path))
     fields = set(cloud.point)
     if "positions" not in fields:
-        return np.zeros((0, 3)), None, None
+        return np.zeros((0, 3)), None, None, None
     points = cloud.point.positions.numpy().astype(np.float64)
     colors = normals = None
     if "colors" in fields:
@@ -359,13 +365,30 @@ def _read_pcd(path: Path):
         colors = raw.astype(np.float64) / (255.0 if np.issubdtype(raw.dtype, np.integer) else 1.0)
     if "normals" in fields:
         normals = cloud.point.normals.numpy().astype(np.float64)
+    cells = None
+    header = _pcd_header(path)
+    width, height = (header.get("WIDTH") or ["0"])[0], (header.get("HEIGHT") or ["1"])[0]
+    if width.isdigit() and height.isdigit() and int(height) > 1 and int(width) * int(height) == len(points):
+        at = np.arange(len(points))
+        cells = np.stack([np.zeros_like(at), at // int(width), at % int(width)], 1).astype(np.int64)
     returned = ~np.isnan(points).all(1)  # PCL's organized clouds (depth cameras) mark pixels with no return NaN
     if not returned.all():
-        points, colors, normals = (None if a is None else a[returned] for a in (points, colors, normals))
-    return points, colors, normals
+        points, colors, normals, cells = (None if a is None else a[returned] for a in (points, colors, normals, cells))
+    return points, colors, normals, cells
 
 
 PCD_DEFAULT_VIEWPOINT = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
+
+
+def _pcd_header(path: Path) -> dict:
+    """A PCD header's fields (upper-case names: their values split at spaces), up to DATA."""
+    values = {}
+    for line in file_head(path, 65536).decode("latin-1").splitlines():
+        key, _, rest = line.strip().partition(" ")
+        if key.upper() == "DATA":
+            break
+        values[key.upper()] = rest.split()
+    return values
 
 
 def pcd_station(path: Path) -> Optional[np.ndarray]:
@@ -375,13 +398,7 @@ def pcd_station(path: Path) -> Optional[np.ndarray]:
     Taken where the cloud is organized (HEIGHT > 1: one depth image, from one sensor, as depth
     cameras' drivers save them) or the viewpoint was set (not the identity); an unorganized cloud
     with the identity says nothing of where it was seen from (a merged or cut-out scan)."""
-    head = file_head(path, 65536).decode("latin-1").splitlines()
-    values = {}
-    for line in head:
-        key, _, rest = line.strip().partition(" ")
-        if key.upper() == "DATA":
-            break
-        values[key.upper()] = rest.split()
+    values = _pcd_header(path)
     try:
         viewpoint = tuple(float(v) for v in values.get("VIEWPOINT", PCD_DEFAULT_VIEWPOINT))
         height = int(values.get("HEIGHT", ["1"])[0])

@@ -14,7 +14,8 @@ A file holds one or more scans, each a header and a grid of points:
 Cells where the scanner had no return hold 0 0 0 and are left out. Colours are 0-255 and kept
 only when every scan has them. Each point's scanner's position is returned too: the side of the
 surface the scanner saw (`read_scan`'s sides), and where its mixed pixels lie
-(`inr.pointcloud.mixed`)."""
+(`inr.pointcloud.mixed`), and its cell: its scan, row and column (the grid is stored a column at
+a time: a column's rows, then the next column's)."""
 
 from __future__ import annotations
 
@@ -29,18 +30,19 @@ from ..errors import InputError
 PTX_FORMATS = (".ptx",)
 
 
-def read_ptx(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
+def read_ptx(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray]:
     """(points (N, 3) float64 in the common frame, colours (N, 3) in [0, 1] or None, each point's
-    scanner's position (N, 3))."""
+    scanner's position (N, 3), each point's scan, row and column (N, 3) int64)."""
     points: List[np.ndarray] = []
     colours: List[Optional[np.ndarray]] = []
     stations: List[np.ndarray] = []
+    cells: List[np.ndarray] = []
     with Path(path).open(encoding="utf-8-sig") as f:
         while True:
             header = _header(f, path, len(points) + 1)
             if header is None:
                 break
-            count, station, transform = header
+            count, rows, station, transform = header
             try:
                 grid = np.loadtxt(itertools.islice(f, count), ndmin=2, dtype=np.float64) if count else np.zeros((0, 4))
             except ValueError as exc:
@@ -54,14 +56,16 @@ def read_ptx(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
             points.append(p)
             colours.append(grid[seen, 4:7] / 255.0 if grid.shape[1] == 7 else None)
             stations.append(np.broadcast_to(np.asarray(station, np.float64), p.shape))
+            at = np.flatnonzero(seen)
+            cells.append(np.stack([np.full(len(at), len(cells)), at % max(rows, 1), at // max(rows, 1)], 1))
     if not points:
-        return np.zeros((0, 3)), None, np.zeros((0, 3))
+        return np.zeros((0, 3)), None, np.zeros((0, 3)), np.zeros((0, 3), np.int64)
     rgb = None if any(c is None for c in colours) else np.clip(np.concatenate(colours), 0.0, 1.0)
-    return np.concatenate(points), rgb, np.concatenate(stations)
+    return np.concatenate(points), rgb, np.concatenate(stations), np.concatenate(cells).astype(np.int64)
 
 
 def _header(f, path: Path, scan: int):
-    """(points in the grid, the scanner's position (3,), the 4x4 transform) of the next scan, or
+    """(points in the grid, its rows, the scanner's position (3,), the 4x4 transform) of the next scan, or
     None at the end of the file."""
     lines = []
     for line in f:
@@ -83,4 +87,4 @@ def _header(f, path: Path, scan: int):
         raise InputError(path, f"scan {scan}: its header holds a value that is not a number") from None
     if columns < 0 or rows < 0:
         raise InputError(path, f"scan {scan}: a grid of {columns} x {rows} points")
-    return columns * rows, station, transform
+    return columns * rows, rows, station, transform

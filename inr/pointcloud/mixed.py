@@ -9,11 +9,20 @@ a percent of a scan's points can add a fifth to its mean distance from the surfa
 
 A point on a surface continues that surface in two directions of the scan's grid; a mixed pixel
 continues neither of the surfaces it lies between (along a silhouette its neighbours can be mixed
-pixels like it: a line, one direction). Seen from its station, each point's SUPPORT_NEIGHBOURS
-nearest directions are its neighbours in the scan's grid: those within GRID_STEPS of the local
-angular step, the median angle to its LOCAL_STEP nearest (a scan need not be stored as a grid,
-nor evenly: thinned or merged scans are not). A neighbour q supports the point p in the
-direction from p to q when
+pixels like it: a line, one direction). Where the file stores each point's row and column (PTX,
+E57 with rowIndex and columnIndex, an organized PCD: `Scan.cells`), a point's neighbours are the
+8 cells around it and the points one step beyond are those two cells away, and the spacing
+towards each neighbour is its angle over its steps in the grid (many scanners store rows finer
+than columns: seen by directions alone, the 8 nearest of a point then all lie along its column,
+and too few points are judged). The grid is used where it is the scanner's: for at least
+GRID_AGREES of the scan's points the nearest direction is a neighbour in the grid and the
+neighbours along its rows and columns lie at most GRID_STRETCH times as far (not so where a
+writer numbered an unordered cloud's points). Otherwise, seen from its station, each point's
+SUPPORT_NEIGHBOURS nearest directions are its neighbours in the scan's grid: those within
+GRID_STEPS of the local angular step, the median angle to its LOCAL_STEP nearest (a scan need
+not be stored as a grid, nor evenly: thinned or merged scans are not), and the point one step
+beyond a neighbour is the one nearest the direction twice as far. A neighbour q supports the
+point p in the direction from p to q when
 
 - p and q lie at about the same range: they differ by at most SAME_RANGE line scales plus
   SAME_RANGE_SPACINGS times the point spacing there (range x local step); or
@@ -39,10 +48,15 @@ depth edge; two stations, range noise 2 and 5 mm, beams 0, 0.8 and 1.2 steps wid
 thinned to one point per 2 cm and a random 30 % of them too; 2026-12-07, session 53; README,
 "Mixed pixels"). There it took 74-91 % of the returns over 5 cm off every surface, and of a
 clean scan 0.05-0.07 % of the points (far, curved silhouettes a few pixels across and pixel-
-wide parts), which cost its Chamfer-L1 to the truth 0.2-0.4 %.
+wide parts), which cost its Chamfer-L1 to the truth 0.2-0.4 %. The grid's neighbours were added
+later (session 54) with the same settings: on the even grids they take what the directions
+take, within a few points; on grids 3 times coarser in azimuth, where the directions judge
+almost nothing, see README, "Mixed pixels".
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 
@@ -58,54 +72,120 @@ JUDGED = 6
 MIN_POINTS = 100
 """Fewer points from a station than this are left as they are."""
 CHUNK = 1 << 17
+GRID_AGREES, GRID_STRETCH, GRID_SAMPLE = 0.8, 10.0, 20000
 
 
-def mixed_pixels(points: np.ndarray, stations: np.ndarray) -> np.ndarray:
+def mixed_pixels(points: np.ndarray, stations: np.ndarray, cells: Optional[np.ndarray] = None) -> np.ndarray:
     """(N,) bool: the mixed pixels of a scan, points (N, 3) each seen from its station (N, 3) (one
-    scan per distinct station)."""
+    scan per distinct station). cells (N, 3) int, where the file stores its scans as grids: each
+    point's scan, row and column (-1 in a scan stored without them); a scan's grid then gives its
+    neighbours (module docstring)."""
     points = np.asarray(points, np.float64)
     stations = np.broadcast_to(np.asarray(stations, np.float64), points.shape)
     out = np.zeros(len(points), dtype=bool)
     if len(points) == 0:
         return out
-    if (stations == stations[0]).all():  # one station (np.unique's sort costs more than the rest)
+    key = stations
+    if cells is not None:
+        cells = np.asarray(cells, np.int64)
+        key = np.concatenate([stations, cells[:, :1].astype(np.float64)], 1)
+    if (key == key[0]).all():  # one scan (np.unique's sort costs more than the rest)
         scans = [np.arange(len(points))]
     else:
-        _, scan = np.unique(stations, axis=0, return_inverse=True)
+        _, scan = np.unique(key, axis=0, return_inverse=True)
         scans = [np.flatnonzero(scan.reshape(-1) == s) for s in range(int(scan.max()) + 1)]
     for idx in scans:
         if len(idx) >= MIN_POINTS:
-            out[idx] = _one_station(points[idx], stations[idx[0]])
+            grid = None if cells is None or (cells[idx, 1:] < 0).any() else cells[idx, 1:]
+            out[idx] = _one_station(points[idx], stations[idx[0]], grid)
     return out
 
 
-def _one_station(points: np.ndarray, station: np.ndarray) -> np.ndarray:
+def _directional_neighbours(u: np.ndarray):
+    """(near, beyond, grid, past, spacing / range) of unit directions u (N, 3) stored in any order:
+    each one's SUPPORT_NEIGHBOURS nearest directions, the direction nearest one step beyond each,
+    whether a neighbour lies within GRID_STEPS of the local step, whether the beyond point lies
+    within BEYOND_STEPS of where the step leads, and the local step (N, 1)."""
+    k = min(SUPPORT_NEIGHBOURS, len(u) - 1)
+    d2, near = nearest(u, u, k + 1)
+    angle, near = np.sqrt(d2[:, 1:].astype(np.float64)), near[:, 1:]
+    step = np.median(angle[:, :LOCAL_STEP], axis=1)  # the grid's step here: its direct neighbours' angle
+    beyond = np.empty(near.shape, dtype=np.int64)
+    past = np.empty(near.shape, dtype=bool)
+    for lo in range(0, len(u), CHUNK):
+        sl = slice(lo, lo + CHUNK)
+        ahead = 2 * u[near[sl]] - u[sl, None, :]  # the direction one step past each neighbour
+        ahead /= np.maximum(np.linalg.norm(ahead, axis=2, keepdims=True), 1e-300)
+        b2, b = nearest(ahead.reshape(-1, 3), u, 1)
+        beyond[sl] = b[:, 0].reshape(ahead.shape[:2])
+        past[sl] = np.sqrt(b2[:, 0].astype(np.float64)).reshape(ahead.shape[:2]) <= BEYOND_STEPS * step[sl, None]
+    grid = angle <= GRID_STEPS * step[:, None]
+    return near, beyond, grid, past & grid, step[:, None]
+
+
+def _grid_neighbours(u: np.ndarray, cells: np.ndarray):
+    """`_directional_neighbours` from the scan's grid, cells (N, 2) row and column: the 8 cells
+    around each point and the cells one step beyond them, where the scan has a point (-1 where
+    not); the step of each neighbour is its angle over its steps in the grid (a scanner's rows and
+    columns need not be as far apart)."""
+    width = int(cells[:, 1].max()) + 1
+    key = cells[:, 0] * width + cells[:, 1]
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+
+    def find(dr: int, dc: int) -> np.ndarray:
+        row, col = cells[:, 0] + dr, cells[:, 1] + dc
+        want = row * width + col
+        at = np.minimum(np.searchsorted(sorted_key, want), len(key) - 1)
+        found = (sorted_key[at] == want) & (row >= 0) & (col >= 0) & (col < width)
+        return np.where(found, order[at], -1)
+
+    offsets = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc]
+    near = np.stack([find(dr, dc) for dr, dc in offsets], 1)
+    beyond = np.stack([find(2 * dr, 2 * dc) for dr, dc in offsets], 1)
+    grid, past = near >= 0, (near >= 0) & (beyond >= 0)
+    near, beyond = np.where(grid, near, np.arange(len(u))[:, None]), np.where(past, beyond, np.arange(len(u))[:, None])
+    steps = np.sqrt(np.array([dr * dr + dc * dc for dr, dc in offsets], np.float64))
+    step = np.linalg.norm(u[near] - u[:, None, :], axis=2) / steps
+    return near, beyond, grid, past, step
+
+
+def _grid_holds(u: np.ndarray, near: np.ndarray, grid: np.ndarray) -> bool:
+    """Whether a scan's stored grid is its scanner's: at least GRID_AGREES of (a sample of) its points
+    have their nearest direction among their 8 neighbours in the grid (on a scanner's grid, the
+    next point along its denser axis; not so where a writer numbered unordered points), and their
+    neighbours along rows and along columns at most GRID_STRETCH times as far (a running count
+    split into rows of a fixed length, along a scan line stored in order, passes the first test
+    only)."""
+    sample = np.random.default_rng(0).permutation(len(u))[:GRID_SAMPLE]
+    d2, nn = nearest(u[sample], u, 2)
+    agree = ((near[sample] == nn[:, 1:2]) & grid[sample]).any(1)
+    axial = [1, 3, 4, 6]  # _grid_neighbours' offsets (-1, 0), (0, -1), (0, 1), (1, 0)
+    angle = np.linalg.norm(u[near[sample][:, axial]] - u[sample, None, :], axis=2)
+    close = ~grid[sample][:, axial] | (angle <= GRID_STRETCH * np.sqrt(d2[:, 1:2].astype(np.float64)))
+    return bool((agree & close.all(1)).mean() >= GRID_AGREES)
+
+
+def _one_station(points: np.ndarray, station: np.ndarray, cells: Optional[np.ndarray] = None) -> np.ndarray:
     off = points - station
     r = np.linalg.norm(off, axis=1)
     seen = r > 0
     u = np.where(seen[:, None], off / np.where(seen, r, 1.0)[:, None], 0.0)
-    k = min(SUPPORT_NEIGHBOURS, len(points) - 1)
-    d2, near = nearest(u, u, k + 1)
-    angle, near = np.sqrt(d2[:, 1:].astype(np.float64)), near[:, 1:]
-    step = np.median(angle[:, :LOCAL_STEP], axis=1)  # the grid's step here: its direct neighbours' angle
+    found = None if cells is None else _grid_neighbours(u, cells)
+    if found is None or not _grid_holds(u, found[0], found[2]):
+        found = _directional_neighbours(u)
+    near, beyond, grid, past, step = found
     line_off, seg, hop = np.empty(near.shape), np.empty(near.shape), np.empty(near.shape)
-    past = np.empty(near.shape, dtype=bool)
     for lo in range(0, len(points), CHUNK):  # (n, k, 3) arrays a chunk at a time
         sl = slice(lo, lo + CHUNK)
-        beyond = 2 * u[near[sl]] - u[sl, None, :]  # the direction one step past each neighbour
-        beyond /= np.maximum(np.linalg.norm(beyond, axis=2, keepdims=True), 1e-300)
-        b2, b = nearest(beyond.reshape(-1, 3), u, 1)
-        past[sl] = np.sqrt(b2[:, 0].astype(np.float64)).reshape(beyond.shape[:2]) <= BEYOND_STEPS * step[sl, None]
-        q, q2 = points[near[sl]], points[b[:, 0].reshape(beyond.shape[:2])]
+        q, q2 = points[near[sl]], points[beyond[sl]]
         line = q - q2
         seg[sl] = np.linalg.norm(line, axis=2)
         line /= np.maximum(seg[sl], 1e-300)[..., None]
         rel = points[sl, None, :] - q
         hop[sl] = np.linalg.norm(rel, axis=2)
         line_off[sl] = np.linalg.norm(rel - np.sum(rel * line, 2, keepdims=True) * line, axis=2)
-    grid = angle <= GRID_STEPS * step[:, None]
-    past &= grid
-    spacing = (step * r)[:, None]
+    spacing = step * r[:, None]
     short = past & (seg <= SCALE_STEPS * spacing)
     scale = float(np.median(line_off[short])) / (GAUSSIAN_MAD * np.sqrt(6)) if short.any() else 0.0
     same = grid & (np.abs(r[near] - r[:, None]) <= SAME_RANGE * scale + SAME_RANGE_SPACINGS * spacing)
@@ -120,5 +200,5 @@ def _one_station(points: np.ndarray, station: np.ndarray) -> np.ndarray:
         cos = np.abs(v @ v.transpose(0, 2, 1))
         s = support[sl]
         mixed[sl] = ~(s[:, :, None] & s[:, None, :] & (cos < APART)).any((1, 2))
-    judged = seen & (step > 0) & (past.sum(1) >= JUDGED)
+    judged = seen & (np.where(grid, step, np.inf).min(1) > 0) & (past.sum(1) >= JUDGED)
     return mixed & judged
