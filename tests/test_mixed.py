@@ -109,6 +109,26 @@ def test_a_scanners_grid_gives_the_neighbours():
     assert np.array_equal(mixed_pixels(points + SITE, SITE, numbered), mixed_pixels(points + SITE, SITE))
 
 
+def test_a_pole_one_coarse_column_wide_is_kept(monkeypatch):
+    # a grid 3x coarser in azimuth: a pole 2 cm across, 5 m away in front of a wall, lies in one
+    # column (a line along it, as a line of blends would); nearer than both sides, it is a part,
+    # kept; the same scan judged as an even grid's would take it all
+    import inr.pointcloud.mixed as mixed
+
+    az, el = np.meshgrid(np.radians(np.arange(-15, 15.01, 0.6)), np.radians(np.arange(-10, 10.01, 0.2)), indexing="ij")
+    d = _dirs(az, el)
+    r = np.where(np.abs(az) < 1e-9, 5.0 / np.cos(el), 10.0 / (np.cos(el) * np.cos(az)))
+    r = r + np.random.default_rng(0).normal(scale=0.002, size=r.shape)
+    points = (r[..., None] * d).reshape(-1, 3) + SITE
+    column, row = np.meshgrid(np.arange(az.shape[0]), np.arange(az.shape[1]), indexing="ij")
+    cells = np.stack([np.zeros(row.size, int), row.ravel(), column.ravel()], 1)
+    pole = (np.abs(az) < 1e-9).reshape(-1)
+    inner = pole & (row.ravel() >= 2) & (row.ravel() < az.shape[1] - 2)  # judged: rows on both sides
+    assert inner.sum() > 90 and not mixed.mixed_pixels(points, SITE, cells)[pole].any()
+    monkeypatch.setattr(mixed, "THIN_ACROSS", np.inf)
+    assert mixed.mixed_pixels(points, SITE, cells)[inner].all()
+
+
 def test_a_ptx_grid_and_an_organized_pcd_give_each_points_cell(tmp_path, capsys):
     # the grid of a PTX scan (stored a column at a time) and of an organized PCD (a row at a time,
     # no return NaN) come with the points; `denoise` of the dense-row PTX leaves its blends out

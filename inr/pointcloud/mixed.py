@@ -73,6 +73,7 @@ MIN_POINTS = 100
 """Fewer points from a station than this are left as they are."""
 CHUNK = 1 << 17
 GRID_AGREES, GRID_STRETCH, GRID_SAMPLE = 0.8, 10.0, 20000
+THIN_ACROSS, GAP_ACROSS = 2.0, 10.0
 
 
 def mixed_pixels(points: np.ndarray, stations: np.ndarray, cells: Optional[np.ndarray] = None) -> np.ndarray:
@@ -172,7 +173,8 @@ def _one_station(points: np.ndarray, station: np.ndarray, cells: Optional[np.nda
     seen = r > 0
     u = np.where(seen[:, None], off / np.where(seen, r, 1.0)[:, None], 0.0)
     found = None if cells is None else _grid_neighbours(u, cells)
-    if found is None or not _grid_holds(u, found[0], found[2]):
+    by_grid = found is not None and _grid_holds(u, found[0], found[2])
+    if not by_grid:
         found = _directional_neighbours(u)
     near, beyond, grid, past, step = found
     line_off, seg, hop = np.empty(near.shape), np.empty(near.shape), np.empty(near.shape)
@@ -200,5 +202,35 @@ def _one_station(points: np.ndarray, station: np.ndarray, cells: Optional[np.nda
         cos = np.abs(v @ v.transpose(0, 2, 1))
         s = support[sl]
         mixed[sl] = ~(s[:, :, None] & s[:, None, :] & (cos < APART)).any((1, 2))
+    if by_grid:
+        mixed &= ~_one_coarse_step_wide(support, grid, step, near, r)
     judged = seen & (np.where(grid, step, np.inf).min(1) > 0) & (past.sum(1) >= JUDGED)
     return mixed & judged
+
+
+def _one_coarse_step_wide(support: np.ndarray, grid: np.ndarray, step: np.ndarray, near: np.ndarray,
+                          r: np.ndarray) -> np.ndarray:
+    """(N,) bool: points supported only along the finer axis of an uneven grid (by the points in the
+    next rows of their column, where columns lie at least THIN_ACROSS times as far apart as rows,
+    or the reverse) that are no blend across a depth edge: nearer than their neighbours across
+    (a pole, a pipe), or within GAP_ACROSS spacings of their range (a narrow face seen at a slant).
+    Such a grid makes parts one coarse step wide often; a line of blends along an edge (as an
+    upright edge gives on a levelled scanner's columns) lies between a near and a far surface.
+    `_grid_neighbours`' order."""
+    along_column, along_row, diagonal = [1, 6], [3, 4], [0, 2, 5, 7]
+
+    def mean_step(at):
+        known = grid[:, at]
+        return np.where(known, step[:, at], 0.0).sum(1) / np.maximum(known.sum(1), 1)
+
+    def no_edge_across(across, spacing):
+        known = grid[:, across]
+        dr = np.where(known, r[near[:, across]] - r[:, None], 0.0)
+        front = (known & (dr > 0)).sum(1) == known.sum(1)
+        return front | (np.abs(dr).max(1) <= GAP_ACROSS * spacing)
+
+    row_step, column_step = mean_step(along_column), mean_step(along_row)
+    only_column = support[:, along_column].any(1) & ~support[:, along_row + diagonal].any(1)
+    only_row = support[:, along_row].any(1) & ~support[:, along_column + diagonal].any(1)
+    return ((only_column & (column_step >= THIN_ACROSS * row_step) & no_edge_across(along_row, column_step * r))
+            | (only_row & (row_step >= THIN_ACROSS * column_step) & no_edge_across(along_column, row_step * r)))
