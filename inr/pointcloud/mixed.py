@@ -36,7 +36,10 @@ point p in the direction from p to q when
   pass through the mixed pixels between them).
 
 A point is a mixed pixel when no two of its supporting directions are at an angle (|cos| under
-APART). Only points where the scan is a grid are judged: at least JUDGED of their neighbours
+APART); on a stored grid whose columns lie THIN_ACROSS or more times as far apart as its rows (or
+the reverse), a point supported only along the finer axis is not, unless it lies between a
+near and a far surface (`_one_coarse_step_wide`): such a grid makes parts one coarse step wide
+(poles, pipes) often. Only points where the scan is a grid are judged: at least JUDGED of their neighbours
 have a point one step beyond them (on a grid nearly all have 8; points drawn at random from a
 scan, 0-3: there the tests above mean little, and they are left as they are). The line scale is the scan's own: the median distance from p to the line through q and
 q2, where q2 lies within 2.5 spacings of q, over 0.6745 * sqrt(6) (the scatter of a range noise
@@ -51,7 +54,8 @@ clean scan 0.05-0.07 % of the points (far, curved silhouettes a few pixels acros
 wide parts), which cost its Chamfer-L1 to the truth 0.2-0.4 %. The grid's neighbours were added
 later (session 54) with the same settings: on the even grids they take what the directions
 take, within a few points; on grids 3 times coarser in azimuth, where the directions judge
-almost nothing, see README, "Mixed pixels".
+almost nothing, THIN_ACROSS and GAP_ACROSS were chosen on the same site (README, "Mixed
+pixels"; docs/surfaces-history.md).
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ JUDGED = 6
 MIN_POINTS = 100
 """Fewer points from a station than this are left as they are."""
 CHUNK = 1 << 17
+SCALE_SAMPLE = 500_000
+"""Points of a scan whose neighbours give its line scale (a random subset of larger scans)."""
 GRID_AGREES, GRID_STRETCH, GRID_SAMPLE = 0.8, 10.0, 20000
 THIN_ACROSS, GAP_ACROSS = 2.0, 10.0
 
@@ -102,56 +108,66 @@ def mixed_pixels(points: np.ndarray, stations: np.ndarray, cells: Optional[np.nd
     return out
 
 
-def _directional_neighbours(u: np.ndarray):
-    """(near, beyond, grid, past, spacing / range) of unit directions u (N, 3) stored in any order:
-    each one's SUPPORT_NEIGHBOURS nearest directions, the direction nearest one step beyond each,
-    whether a neighbour lies within GRID_STEPS of the local step, whether the beyond point lies
-    within BEYOND_STEPS of where the step leads, and the local step (N, 1)."""
-    k = min(SUPPORT_NEIGHBOURS, len(u) - 1)
-    d2, near = nearest(u, u, k + 1)
-    angle, near = np.sqrt(d2[:, 1:].astype(np.float64)), near[:, 1:]
+def _directional_neighbours(u: np.ndarray, whole, idx: np.ndarray):
+    """(near, beyond, grid, past, spacing / range) of the points idx of a scan's unit directions u
+    (N, 3) stored in any order: each one's SUPPORT_NEIGHBOURS nearest directions (whole:
+    `_nearest_directions`), the direction nearest one step beyond each, whether a neighbour lies
+    within GRID_STEPS of the local step, whether the beyond point lies within BEYOND_STEPS of
+    where the step leads, and the local step (n, 1)."""
+    near, angle = whole[0][idx], whole[1][idx]
     step = np.median(angle[:, :LOCAL_STEP], axis=1)  # the grid's step here: its direct neighbours' angle
-    beyond = np.empty(near.shape, dtype=np.int64)
-    past = np.empty(near.shape, dtype=bool)
-    for lo in range(0, len(u), CHUNK):
-        sl = slice(lo, lo + CHUNK)
-        ahead = 2 * u[near[sl]] - u[sl, None, :]  # the direction one step past each neighbour
-        ahead /= np.maximum(np.linalg.norm(ahead, axis=2, keepdims=True), 1e-300)
-        b2, b = nearest(ahead.reshape(-1, 3), u, 1)
-        beyond[sl] = b[:, 0].reshape(ahead.shape[:2])
-        past[sl] = np.sqrt(b2[:, 0].astype(np.float64)).reshape(ahead.shape[:2]) <= BEYOND_STEPS * step[sl, None]
+    ahead = 2 * u[near] - u[idx, None, :]  # the direction one step past each neighbour
+    ahead /= np.maximum(np.linalg.norm(ahead, axis=2, keepdims=True), 1e-300)
+    b2, b = nearest(ahead.reshape(-1, 3), u, 1)
+    beyond = b[:, 0].reshape(ahead.shape[:2])
+    past = np.sqrt(b2[:, 0].astype(np.float64)).reshape(ahead.shape[:2]) <= BEYOND_STEPS * step[:, None]
     grid = angle <= GRID_STEPS * step[:, None]
     return near, beyond, grid, past & grid, step[:, None]
 
 
-def _grid_neighbours(u: np.ndarray, cells: np.ndarray):
-    """`_directional_neighbours` from the scan's grid, cells (N, 2) row and column: the 8 cells
-    around each point and the cells one step beyond them, where the scan has a point (-1 where
-    not); the step of each neighbour is its angle over its steps in the grid (a scanner's rows and
-    columns need not be as far apart)."""
-    width = int(cells[:, 1].max()) + 1
-    key = cells[:, 0] * width + cells[:, 1]
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
+def _nearest_directions(u: np.ndarray):
+    """(indices (N, k), angles (N, k)) of each direction's SUPPORT_NEIGHBOURS nearest others."""
+    k = min(SUPPORT_NEIGHBOURS, len(u) - 1)
+    d2, near = nearest(u, u, k + 1)
+    return near[:, 1:], np.sqrt(d2[:, 1:].astype(np.float64))
 
-    def find(dr: int, dc: int) -> np.ndarray:
-        row, col = cells[:, 0] + dr, cells[:, 1] + dc
-        want = row * width + col
-        at = np.minimum(np.searchsorted(sorted_key, want), len(key) - 1)
-        found = (sorted_key[at] == want) & (row >= 0) & (col >= 0) & (col < width)
-        return np.where(found, order[at], -1)
 
-    offsets = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc]
-    near = np.stack([find(dr, dc) for dr, dc in offsets], 1)
-    beyond = np.stack([find(2 * dr, 2 * dc) for dr, dc in offsets], 1)
+class _GridLookup:
+    """The points of a scan by their cells (N, 2) row and column (`_grid_neighbours`)."""
+
+    OFFSETS = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc]
+    STEPS = np.sqrt(np.array([dr * dr + dc * dc for dr, dc in OFFSETS], np.float64))
+
+    def __init__(self, cells: np.ndarray):
+        self.cells = cells
+        self.width = int(cells[:, 1].max()) + 1
+        key = cells[:, 0] * self.width + cells[:, 1]
+        self.order = np.argsort(key, kind="stable")
+        self.sorted_key = key[self.order]
+
+    def find(self, idx: np.ndarray, dr: int, dc: int) -> np.ndarray:
+        """The point in the cell (dr, dc) away from each of the points idx, -1 where none."""
+        row, col = self.cells[idx, 0] + dr, self.cells[idx, 1] + dc
+        want = row * self.width + col
+        at = np.minimum(np.searchsorted(self.sorted_key, want), len(self.sorted_key) - 1)
+        found = (self.sorted_key[at] == want) & (row >= 0) & (col >= 0) & (col < self.width)
+        return np.where(found, self.order[at], -1)
+
+
+def _grid_neighbours(u: np.ndarray, lookup: _GridLookup, idx: np.ndarray):
+    """`_directional_neighbours` from the scan's grid: the 8 cells around each point and the cells
+    one step beyond them, where the scan has a point (the point itself where not, flagged); the
+    step of each neighbour is its angle over its steps in the grid (a scanner's rows and columns
+    need not be as far apart)."""
+    near = np.stack([lookup.find(idx, dr, dc) for dr, dc in lookup.OFFSETS], 1)
+    beyond = np.stack([lookup.find(idx, 2 * dr, 2 * dc) for dr, dc in lookup.OFFSETS], 1)
     grid, past = near >= 0, (near >= 0) & (beyond >= 0)
-    near, beyond = np.where(grid, near, np.arange(len(u))[:, None]), np.where(past, beyond, np.arange(len(u))[:, None])
-    steps = np.sqrt(np.array([dr * dr + dc * dc for dr, dc in offsets], np.float64))
-    step = np.linalg.norm(u[near] - u[:, None, :], axis=2) / steps
+    near, beyond = np.where(grid, near, idx[:, None]), np.where(past, beyond, idx[:, None])
+    step = np.linalg.norm(u[near] - u[idx, None, :], axis=2) / lookup.STEPS
     return near, beyond, grid, past, step
 
 
-def _grid_holds(u: np.ndarray, near: np.ndarray, grid: np.ndarray) -> bool:
+def _grid_holds(u: np.ndarray, lookup: _GridLookup) -> bool:
     """Whether a scan's stored grid is its scanner's: at least GRID_AGREES of (a sample of) its points
     have their nearest direction among their 8 neighbours in the grid (on a scanner's grid, the
     next point along its denser axis; not so where a writer numbered unordered points), and their
@@ -159,60 +175,88 @@ def _grid_holds(u: np.ndarray, near: np.ndarray, grid: np.ndarray) -> bool:
     split into rows of a fixed length, along a scan line stored in order, passes the first test
     only)."""
     sample = np.random.default_rng(0).permutation(len(u))[:GRID_SAMPLE]
+    near, _, grid, _, _ = _grid_neighbours(u, lookup, sample)
     d2, nn = nearest(u[sample], u, 2)
-    agree = ((near[sample] == nn[:, 1:2]) & grid[sample]).any(1)
-    axial = [1, 3, 4, 6]  # _grid_neighbours' offsets (-1, 0), (0, -1), (0, 1), (1, 0)
-    angle = np.linalg.norm(u[near[sample][:, axial]] - u[sample, None, :], axis=2)
-    close = ~grid[sample][:, axial] | (angle <= GRID_STRETCH * np.sqrt(d2[:, 1:2].astype(np.float64)))
+    agree = ((near == nn[:, 1:2]) & grid).any(1)
+    axial = [1, 3, 4, 6]  # OFFSETS (-1, 0), (0, -1), (0, 1), (1, 0)
+    angle = np.linalg.norm(u[near[:, axial]] - u[sample, None, :], axis=2)
+    close = ~grid[:, axial] | (angle <= GRID_STRETCH * np.sqrt(d2[:, 1:2].astype(np.float64)))
     return bool((agree & close.all(1)).mean() >= GRID_AGREES)
 
 
+def _geometry(points: np.ndarray, idx: np.ndarray, near: np.ndarray, beyond: np.ndarray):
+    """(line_off, seg, hop) (n, k) of the points idx: each one's distance to the line through its
+    neighbour q and the point q2 beyond, |q - q2|, and |p - q|."""
+    q, q2 = points[near], points[beyond]
+    line = q - q2
+    seg = np.linalg.norm(line, axis=2)
+    line /= np.maximum(seg, 1e-300)[..., None]
+    rel = points[idx, None, :] - q
+    hop = np.linalg.norm(rel, axis=2)
+    return np.linalg.norm(rel - np.sum(rel * line, 2, keepdims=True) * line, axis=2), seg, hop
+
+
 def _one_station(points: np.ndarray, station: np.ndarray, cells: Optional[np.ndarray] = None) -> np.ndarray:
+    """The mixed pixels of one scan, CHUNK points at a time (the line scale from SCALE_SAMPLE of them)."""
     off = points - station
     r = np.linalg.norm(off, axis=1)
     seen = r > 0
     u = np.where(seen[:, None], off / np.where(seen, r, 1.0)[:, None], 0.0)
-    found = None if cells is None else _grid_neighbours(u, cells)
-    by_grid = found is not None and _grid_holds(u, found[0], found[2])
-    if not by_grid:
-        found = _directional_neighbours(u)
-    near, beyond, grid, past, step = found
-    line_off, seg, hop = np.empty(near.shape), np.empty(near.shape), np.empty(near.shape)
-    for lo in range(0, len(points), CHUNK):  # (n, k, 3) arrays a chunk at a time
-        sl = slice(lo, lo + CHUNK)
-        q, q2 = points[near[sl]], points[beyond[sl]]
-        line = q - q2
-        seg[sl] = np.linalg.norm(line, axis=2)
-        line /= np.maximum(seg[sl], 1e-300)[..., None]
-        rel = points[sl, None, :] - q
-        hop[sl] = np.linalg.norm(rel, axis=2)
-        line_off[sl] = np.linalg.norm(rel - np.sum(rel * line, 2, keepdims=True) * line, axis=2)
-    spacing = step * r[:, None]
-    short = past & (seg <= SCALE_STEPS * spacing)
-    scale = float(np.median(line_off[short])) / (GAUSSIAN_MAD * np.sqrt(6)) if short.any() else 0.0
-    same = grid & (np.abs(r[near] - r[:, None]) <= SAME_RANGE * scale + SAME_RANGE_SPACINGS * spacing)
-    on_line = past & (seg <= EVEN * (hop + spacing)) & (line_off <= ON_LINE * scale + ON_LINE_SPACINGS * spacing
-                                                         + ON_LINE_BEND * np.minimum(seg, hop))
-    support = same | on_line
-    mixed = np.zeros(len(points), dtype=bool)
-    for lo in range(0, len(points), CHUNK):
-        sl = slice(lo, lo + CHUNK)
-        v = u[near[sl]] - u[sl, None, :]
+    lookup = None if cells is None else _GridLookup(cells)
+    by_grid = lookup is not None and _grid_holds(u, lookup)
+    if by_grid:
+        def neighbours(idx):
+            return _grid_neighbours(u, lookup, idx)
+    else:
+        whole = _nearest_directions(u)
+
+        def neighbours(idx):
+            return _directional_neighbours(u, whole, idx)
+
+    n = len(points)
+    sample = np.arange(n) if n <= SCALE_SAMPLE else np.sort(np.random.default_rng(0).choice(n, SCALE_SAMPLE, replace=False))
+    kept, offs = {}, []
+    for lo in range(0, len(sample), CHUNK):
+        idx = sample[lo:lo + CHUNK]
+        found = neighbours(idx)
+        near, beyond, grid, past, step = found
+        line_off, seg, hop = _geometry(points, idx, near, beyond)
+        offs.append(line_off[past & (seg <= SCALE_STEPS * step * r[idx, None])])
+        if n <= SCALE_SAMPLE:
+            kept[lo] = found + (line_off, seg, hop)
+    offs = np.concatenate(offs)
+    scale = float(np.median(offs)) / (GAUSSIAN_MAD * np.sqrt(6)) if len(offs) else 0.0
+    mixed = np.zeros(n, dtype=bool)
+    for lo in range(0, n, CHUNK):
+        idx = np.arange(lo, min(lo + CHUNK, n))
+        if lo in kept:
+            near, beyond, grid, past, step, line_off, seg, hop = kept.pop(lo)
+        else:
+            near, beyond, grid, past, step = neighbours(idx)
+            line_off, seg, hop = _geometry(points, idx, near, beyond)
+        ri = r[idx, None]
+        spacing = step * ri
+        same = grid & (np.abs(r[near] - ri) <= SAME_RANGE * scale + SAME_RANGE_SPACINGS * spacing)
+        on_line = past & (seg <= EVEN * (hop + spacing)) & (line_off <= ON_LINE * scale + ON_LINE_SPACINGS * spacing
+                                                             + ON_LINE_BEND * np.minimum(seg, hop))
+        support = same | on_line
+        v = u[near] - u[idx, None, :]
         v /= np.maximum(np.linalg.norm(v, axis=2, keepdims=True), 1e-300)
         cos = np.abs(v @ v.transpose(0, 2, 1))
-        s = support[sl]
-        mixed[sl] = ~(s[:, :, None] & s[:, None, :] & (cos < APART)).any((1, 2))
-    if by_grid:
-        mixed &= ~_one_coarse_step_wide(support, grid, step, near, r)
-    judged = seen & (np.where(grid, step, np.inf).min(1) > 0) & (past.sum(1) >= JUDGED)
-    return mixed & judged
+        alone = ~(support[:, :, None] & support[:, None, :] & (cos < APART)).any((1, 2))
+        if by_grid:
+            alone &= ~_one_coarse_step_wide(support, grid, step, near, r, idx)
+        judged = seen[idx] & (np.where(grid, step, np.inf).min(1) > 0) & (past.sum(1) >= JUDGED)
+        mixed[idx] = alone & judged
+    return mixed
 
 
 def _one_coarse_step_wide(support: np.ndarray, grid: np.ndarray, step: np.ndarray, near: np.ndarray,
-                          r: np.ndarray) -> np.ndarray:
-    """(N,) bool: points supported only along the finer axis of an uneven grid (by the points in the
-    next rows of their column, where columns lie at least THIN_ACROSS times as far apart as rows,
-    or the reverse) that are no blend across a depth edge: nearer than their neighbours across
+                          r: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """(n,) bool: of the points idx (their neighbours' arrays (n, 8); r: all ranges), those supported
+    only along the finer axis of an uneven grid (by the points in the next rows of their column,
+    where columns lie at least THIN_ACROSS times as far apart as rows, or the reverse) that are no
+    blend across a depth edge: nearer than their neighbours across
     (a pole, a pipe), or within GAP_ACROSS spacings of their range (a narrow face seen at a slant).
     Such a grid makes parts one coarse step wide often; a line of blends along an edge (as an
     upright edge gives on a levelled scanner's columns) lies between a near and a far surface.
@@ -225,12 +269,12 @@ def _one_coarse_step_wide(support: np.ndarray, grid: np.ndarray, step: np.ndarra
 
     def no_edge_across(across, spacing):
         known = grid[:, across]
-        dr = np.where(known, r[near[:, across]] - r[:, None], 0.0)
+        dr = np.where(known, r[near[:, across]] - r[idx, None], 0.0)
         front = (known & (dr > 0)).sum(1) == known.sum(1)
         return front | (np.abs(dr).max(1) <= GAP_ACROSS * spacing)
 
     row_step, column_step = mean_step(along_column), mean_step(along_row)
     only_column = support[:, along_column].any(1) & ~support[:, along_row + diagonal].any(1)
     only_row = support[:, along_row].any(1) & ~support[:, along_column + diagonal].any(1)
-    return ((only_column & (column_step >= THIN_ACROSS * row_step) & no_edge_across(along_row, column_step * r))
-            | (only_row & (row_step >= THIN_ACROSS * column_step) & no_edge_across(along_column, row_step * r)))
+    return ((only_column & (column_step >= THIN_ACROSS * row_step) & no_edge_across(along_row, column_step * r[idx]))
+            | (only_row & (row_step >= THIN_ACROSS * column_step) & no_edge_across(along_column, row_step * r[idx])))
