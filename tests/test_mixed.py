@@ -109,6 +109,20 @@ def test_a_scanners_grid_gives_the_neighbours():
     assert np.array_equal(mixed_pixels(points + SITE, SITE, numbered), mixed_pixels(points + SITE, SITE))
 
 
+def test_chunks_give_the_same_verdicts(monkeypatch):
+    # a scan is judged a chunk of points at a time: the chunks' size does not change a verdict (by
+    # the grid or by directions), and a line scale read from a sample of the points barely does
+    import inr.pointcloud.mixed as mixed
+
+    points, _, cells = scan(seed=8, cells=True)
+    whole = [mixed.mixed_pixels(points + SITE, SITE, c) for c in (cells, None)]
+    monkeypatch.setattr(mixed, "CHUNK", 1000)
+    assert all(np.array_equal(mixed.mixed_pixels(points + SITE, SITE, c), w) for c, w in zip((cells, None), whole))
+    monkeypatch.setattr(mixed, "SCALE_SAMPLE", 5000)
+    sampled = mixed.mixed_pixels(points + SITE, SITE, cells)
+    assert whole[0].sum() > 100 and (sampled != whole[0]).sum() <= 0.05 * whole[0].sum()
+
+
 def test_a_pole_one_coarse_column_wide_is_kept(monkeypatch):
     # a grid 3x coarser in azimuth: a pole 2 cm across, 5 m away in front of a wall, lies in one
     # column (a line along it, as a line of blends would); nearer than both sides, it is a part,
