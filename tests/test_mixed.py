@@ -109,6 +109,16 @@ def test_a_scanners_grid_gives_the_neighbours():
     assert np.array_equal(mixed_pixels(points + SITE, SITE, numbered), mixed_pixels(points + SITE, SITE))
 
 
+def test_scans_are_told_apart_by_station_and_number():
+    # points listed scan by scan, a station seen twice (two scans from one place) apart by number
+    from inr.pointcloud.mixed import _scans
+
+    stations = np.array([[0, 0, 0.0]] * 3 + [[1, 0, 0.0]] * 2 + [[0, 0, 0.0]] * 2)
+    assert [list(i) for i in _scans(stations, None)] == [[0, 1, 2, 5, 6], [3, 4]]
+    assert [list(i) for i in _scans(stations, np.array([0, 0, 1, 2, 2, 0, 0]))] == [[0, 1, 5, 6], [2], [3, 4]]
+    assert [list(i) for i in _scans(stations[:3], None)] == [[0, 1, 2]]
+
+
 def test_chunks_give_the_same_verdicts(monkeypatch):
     # a scan is judged a chunk of points at a time: the chunks' size does not change a verdict (by
     # the grid or by directions), and a line scale read from a sample of the points barely does

@@ -92,20 +92,30 @@ def mixed_pixels(points: np.ndarray, stations: np.ndarray, cells: Optional[np.nd
     out = np.zeros(len(points), dtype=bool)
     if len(points) == 0:
         return out
-    key = stations
     if cells is not None:
         cells = np.asarray(cells, np.int64)
-        key = np.concatenate([stations, cells[:, :1].astype(np.float64)], 1)
-    if (key == key[0]).all():  # one scan (np.unique's sort costs more than the rest)
-        scans = [np.arange(len(points))]
-    else:
-        _, scan = np.unique(key, axis=0, return_inverse=True)
-        scans = [np.flatnonzero(scan.reshape(-1) == s) for s in range(int(scan.max()) + 1)]
-    for idx in scans:
+    for idx in _scans(stations, None if cells is None else cells[:, 0]):
         if len(idx) >= MIN_POINTS:
             grid = None if cells is None or (cells[idx, 1:] < 0).any() else cells[idx, 1:]
             out[idx] = _one_station(points[idx], stations[idx[0]], grid)
     return out
+
+
+def _scans(stations: np.ndarray, numbers: Optional[np.ndarray]) -> list:
+    """The indices of each scan's points: one scan per distinct station (and scan number, where
+    given). A file lists a scan's points together, so the distinct ones are read from where the
+    station or number changes (no sort of every point)."""
+    n = len(stations)
+    change = (stations[1:] != stations[:-1]).any(1)
+    if numbers is not None:
+        change |= numbers[1:] != numbers[:-1]
+    starts = np.concatenate([[0], np.flatnonzero(change) + 1])
+    if len(starts) == 1:
+        return [np.arange(n)]
+    key = stations[starts] if numbers is None else np.concatenate([stations[starts], numbers[starts, None]], 1)
+    _, label = np.unique(key, axis=0, return_inverse=True)
+    label = np.repeat(label.reshape(-1), np.diff(np.concatenate([starts, [n]])))
+    return [np.flatnonzero(label == s) for s in range(int(label.max()) + 1)]
 
 
 def _directional_neighbours(u: np.ndarray, whole, idx: np.ndarray):
