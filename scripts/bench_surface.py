@@ -62,7 +62,7 @@ mixed: the lidar scene's terrestrial scan and a training-site scan with mixed pi
   straddling a depth edge returns a blend of the two ranges: `laser_scan`'s footprint), on an
   even grid and one 3 times coarser in azimuth, and how `inr.pointcloud.mixed` finds them (from
   directions alone and from the scan's grid); `denoise` and MLS with and without them (`mixed`'s
-  docstring). Not in the default run (~20 minutes).
+  docstring). Not in the default run (~12 minutes).
 """
 
 from __future__ import annotations

@@ -180,6 +180,33 @@ def test_a_ptx_grid_and_an_organized_pcd_give_each_points_cell(tmp_path, capsys)
     assert read_scan(tmp_path / "flat.pcd").cells is None
 
 
+def test_the_viewer_shows_a_scans_mixed_pixels_on_demand(tmp_path):
+    # `inr view scan.ptx`: a checkbox draws the points the pointcloud commands would leave out, red
+    from unittest.mock import MagicMock
+
+    from inr.data.pointclouds import write_cloud
+    from inr.pointcloud.mixed import mixed_pixels
+    from inr.viewer.clouds import CloudViewer
+
+    points, _ = scan(seed=9)
+    _write_ptx(tmp_path / "scan.ptx", points + SITE, SITE)
+    server = MagicMock()
+    viewer = CloudViewer(server, [tmp_path / "scan.ptx"])
+    item = viewer.items[0]
+    server.scene.add_point_cloud.reset_mock()
+    item["mixed_box"].value = True
+    viewer._mixed(item)
+    shown = server.scene.add_point_cloud.call_args.args[1] - item["offset"]  # drawn about the scan's centre
+    found = mixed_pixels(points + SITE, SITE)
+    assert found.sum() > 100 and len(shown) == found.sum()
+    assert np.allclose(shown, points[found] + SITE, atol=1e-3) and item["mixed"].visible
+    item["mixed_box"].value = False
+    viewer._mixed(item)
+    assert not item["mixed"].visible and server.scene.add_point_cloud.call_count == 1
+    write_cloud(tmp_path / "flat.ply", points)  # no station: no such checkbox
+    assert "mixed_box" not in CloudViewer(MagicMock(), [tmp_path / "flat.ply"]).items[0]
+
+
 def _write_ptx(path, points, station, columns=1):
     lines = [str(columns), str(len(points) // columns), " ".join(f"{v:.17g}" for v in station)]
     lines += ["1 0 0", "0 1 0", "0 0 1", "1 0 0 0", "0 1 0 0", "0 0 1 0", "0 0 0 1"]

@@ -1,7 +1,8 @@
 """Point clouds and meshes in the viewer: one file, or several side by side (`inr view noisy.ply
 denoised.ply`: the same shape before and after, placed one box-width apart with a checkbox
 each), with colours, normals on demand (a cloud file's own, when it has them; else estimated and
-oriented as `denoise` writes them; a mesh's vertex normals), and the point size."""
+oriented as `denoise` writes them; a mesh's vertex normals), the point size, and for a scanner's
+scan (E57, PTX, a PCD with its viewpoint) its mixed pixels on demand, in red."""
 
 from __future__ import annotations
 
@@ -104,12 +105,33 @@ class CloudViewer:
                         else ", with some normals" if data.normals is not None else ""))
         box = gui.add_checkbox(label, initial_value=True)
         box.on_update(lambda _: setattr(item["handle"], "visible", bool(box.value)))
+        if kind == "points" and data.stations is not None:  # a scanner's scan: its blends at depth edges, on demand
+            item["mixed_box"] = gui.add_checkbox(f"{path.name}: mixed pixels in red (the pointcloud commands leave them out)",
+                                                 initial_value=False)
+            item["mixed"], item["full"] = None, data
+            item["mixed_box"].on_update(lambda _: self._mixed(item))
         return item
+
+    def _mixed(self, item: dict) -> None:
+        """Shows (found the first time: `inr.pointcloud.mixed`) or hides a scan's mixed pixels."""
+        if item["mixed"] is None and item["mixed_box"].value:
+            from ..pointcloud.mixed import mixed_pixels
+
+            scan = item["full"]
+            found = mixed_pixels(scan.points, scan.stations, scan.cells)
+            pts = (scan.points[found] + item["offset"]).astype(np.float32)
+            item["mixed"] = self.server.scene.add_point_cloud(f"{item['name']}_mixed", pts, np.array([255, 0, 0], np.uint8),
+                                                              point_size=1.5 * float(self.size.value), point_shape="circle")
+            self.server.gui.add_markdown(f"{item['name'][1:]}: {int(found.sum()):,} mixed pixels of {len(found):,} points")
+        if item["mixed"] is not None:
+            item["mixed"].visible = bool(item["mixed_box"].value)
 
     def _resize(self) -> None:
         for item in self.items:
             if item["kind"] == "points":
                 item["handle"].point_size = float(self.size.value)
+                if item.get("mixed") is not None:
+                    item["mixed"].point_size = 1.5 * float(self.size.value)
 
     def _normals(self) -> None:
         for item in self.items:
