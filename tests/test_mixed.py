@@ -119,6 +119,22 @@ def test_scans_are_told_apart_by_station_and_number():
     assert [list(i) for i in _scans(stations[:3], None)] == [[0, 1, 2]]
 
 
+def test_the_line_scale_follows_the_range():
+    # offsets of three points' middle one from their line, with noise 1 mm x range^2 (a depth
+    # camera's) and a third of them exactly 0 (depth in quantized steps): the scale read at each
+    # range is the noise there, within 10 % (nearer than the nearest quarter's median range, that
+    # quarter's level: more than the noise there)
+    from inr.pointcloud.mixed import _line_scale
+
+    rng = np.random.default_rng(0)
+    r = rng.uniform(1.0, 4.0, 200_000)
+    offs = np.abs(rng.normal(size=r.shape)) * np.sqrt(6) * 0.001 * r**2  # median: 0.6745 sqrt(6) sigma
+    offs[rng.random(len(r)) < 1 / 3] = 0.0
+    at = np.array([2.0, 3.0, 3.9])
+    scale = _line_scale(offs, r)
+    assert np.allclose(scale(at), 0.001 * at**2, rtol=0.1) and 0.001 * 1.2**2 < scale(np.array([1.2]))[0] < 0.001 * 1.5**2
+
+
 def test_chunks_give_the_same_verdicts(monkeypatch):
     # a scan is judged a chunk of points at a time: the chunks' size does not change a verdict (by
     # the grid or by directions), and a line scale read from a sample of the points barely does

@@ -41,9 +41,13 @@ the reverse), a point supported only along the finer axis is not, unless it lies
 near and a far surface (`_one_coarse_step_wide`): such a grid makes parts one coarse step wide
 (poles, pipes) often. Only points where the scan is a grid are judged: at least JUDGED of their neighbours
 have a point one step beyond them (on a grid nearly all have 8; points drawn at random from a
-scan, 0-3: there the tests above mean little, and they are left as they are). The line scale is the scan's own: the median distance from p to the line through q and
-q2, where q2 lies within 2.5 spacings of q, over 0.6745 * sqrt(6) (the scatter of a range noise
-on three points; it reads 0.65-0.85 of the true range noise).
+scan, 0-3: there the tests above mean little, and they are left as they are). The line scale
+is the scan's own: the median distance from p to the line through q and q2, where q2 lies
+within 2.5 spacings of q, over 0.6745 * sqrt(6) (the scatter of a range noise on three points;
+it reads 0.65-0.85 of the true range noise), in each quarter of the scan's ranges (SCALE_BINS)
+and interpolated between them (`_line_scale`; since session 54: a depth camera's noise grows
+with the square of the depth, and a single scale took 0.2-0.3 % of two real depth
+frames' points (PCL's test data) on their far walls), exact zeros left out (depth in quantized steps).
 
 Chosen on simulated terrestrial scans of the training site (`scripts/bench_surface.py --only
 mixed`: `training_site`, each beam 7 rays whose hits blend by 1 / range^2 where it straddles a
@@ -77,6 +81,7 @@ MIN_POINTS = 100
 """Fewer points from a station than this are left as they are."""
 CHUNK = 1 << 17
 SCALE_SAMPLE = 500_000
+SCALE_BINS = 4
 """Points of a scan whose neighbours give its line scale (a random subset of larger scans)."""
 GRID_AGREES, GRID_STRETCH, GRID_SAMPLE = 0.8, 10.0, 20000
 THIN_ACROSS, GAP_ACROSS = 2.0, 10.0
@@ -225,17 +230,18 @@ def _one_station(points: np.ndarray, station: np.ndarray, cells: Optional[np.nda
 
     n = len(points)
     sample = np.arange(n) if n <= SCALE_SAMPLE else np.sort(np.random.default_rng(0).choice(n, SCALE_SAMPLE, replace=False))
-    kept, offs = {}, []
+    kept, offs, at = {}, [], []
     for lo in range(0, len(sample), CHUNK):
         idx = sample[lo:lo + CHUNK]
         found = neighbours(idx)
         near, beyond, grid, past, step = found
         line_off, seg, hop = _geometry(points, idx, near, beyond)
-        offs.append(line_off[past & (seg <= SCALE_STEPS * step * r[idx, None])])
+        short = past & (seg <= SCALE_STEPS * step * r[idx, None])
+        offs.append(line_off[short])
+        at.append(np.broadcast_to(r[idx, None], short.shape)[short])
         if n <= SCALE_SAMPLE:
             kept[lo] = found + (line_off, seg, hop)
-    offs = np.concatenate(offs)
-    scale = float(np.median(offs)) / (GAUSSIAN_MAD * np.sqrt(6)) if len(offs) else 0.0
+    scale_at = _line_scale(np.concatenate(offs), np.concatenate(at))
     mixed = np.zeros(n, dtype=bool)
     for lo in range(0, n, CHUNK):
         idx = np.arange(lo, min(lo + CHUNK, n))
@@ -246,6 +252,7 @@ def _one_station(points: np.ndarray, station: np.ndarray, cells: Optional[np.nda
             line_off, seg, hop = _geometry(points, idx, near, beyond)
         ri = r[idx, None]
         spacing = step * ri
+        scale = scale_at(ri)
         same = grid & (np.abs(r[near] - ri) <= SAME_RANGE * scale + SAME_RANGE_SPACINGS * spacing)
         on_line = past & (seg <= EVEN * (hop + spacing)) & (line_off <= ON_LINE * scale + ON_LINE_SPACINGS * spacing
                                                              + ON_LINE_BEND * np.minimum(seg, hop))
@@ -259,6 +266,33 @@ def _one_station(points: np.ndarray, station: np.ndarray, cells: Optional[np.nda
         judged = seen[idx] & (np.where(grid, step, np.inf).min(1) > 0) & (past.sum(1) >= JUDGED)
         mixed[idx] = alone & judged
     return mixed
+
+
+def _line_scale(offs: np.ndarray, ranges: np.ndarray):
+    """The line scale as a function of range: offs, the distances from points to the lines through
+    their next two points (at those points' ranges). One median (/ GAUSSIAN_MAD * sqrt(6)) for
+    the scan with SCALE_BINS = 1; else the median of each of SCALE_BINS range quantiles,
+    interpolated between their median ranges, and beyond the farthest along the last step where
+    it rises (a depth camera's noise grows with the square of the range; a laser scanner's hardly
+    at all)."""
+    to_scale = 1.0 / (GAUSSIAN_MAD * np.sqrt(6))
+    moved = offs > 0  # exact zeros: depth quantized in steps (a depth camera's), three points level
+    offs, ranges = offs[moved], ranges[moved]
+    if len(offs) == 0:
+        return lambda r: np.zeros_like(r)
+    if SCALE_BINS == 1 or len(offs) < 100 * SCALE_BINS:
+        whole = float(np.median(offs)) * to_scale
+        return lambda r: np.full_like(r, whole)
+    edges = np.quantile(ranges, np.linspace(0, 1, SCALE_BINS + 1))
+    which = np.clip(np.searchsorted(edges, ranges, side="right") - 1, 0, SCALE_BINS - 1)
+    centre = np.array([np.median(ranges[which == b]) for b in range(SCALE_BINS)])
+    level = np.array([np.median(offs[which == b]) for b in range(SCALE_BINS)]) * to_scale
+    slope = (level[-1] - level[-2]) / max(centre[-1] - centre[-2], 1e-300)
+
+    def scale(r):  # beyond the farthest bin's median range, along its last segment
+        return np.interp(r, centre, level) + np.maximum(slope, 0.0) * np.maximum(r - centre[-1], 0.0)
+
+    return scale
 
 
 def _one_coarse_step_wide(support: np.ndarray, grid: np.ndarray, step: np.ndarray, near: np.ndarray,
