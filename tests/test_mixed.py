@@ -121,7 +121,7 @@ def test_scans_are_told_apart_by_station_and_number():
 
 def test_the_line_scale_follows_the_range():
     # offsets of three points' middle one from their line, with noise 1 mm x range^2 (a depth
-    # camera's) and a third of them exactly 0 (depth in quantized steps): the scale read at each
+    # camera's) and a third of them 0 but for rounding (depth in quantized steps): the scale read at each
     # range is the noise there, within 10 % (nearer than the nearest quarter's median range, that
     # quarter's level: more than the noise there)
     from inr.pointcloud.mixed import _line_scale
@@ -129,7 +129,8 @@ def test_the_line_scale_follows_the_range():
     rng = np.random.default_rng(0)
     r = rng.uniform(1.0, 4.0, 200_000)
     offs = np.abs(rng.normal(size=r.shape)) * np.sqrt(6) * 0.001 * r**2  # median: 0.6745 sqrt(6) sigma
-    offs[rng.random(len(r)) < 1 / 3] = 0.0
+    level = rng.random(len(r)) < 1 / 3  # three points at one quantized depth: 0 but for float32 rounding
+    offs[level] = rng.uniform(0, 2e-7, level.sum()) * r[level]
     at = np.array([2.0, 3.0, 3.9])
     scale = _line_scale(offs, r)
     assert np.allclose(scale(at), 0.001 * at**2, rtol=0.1) and 0.001 * 1.2**2 < scale(np.array([1.2]))[0] < 0.001 * 1.5**2

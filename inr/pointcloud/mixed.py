@@ -47,7 +47,8 @@ within 2.5 spacings of q, over 0.6745 * sqrt(6) (the scatter of a range noise on
 it reads 0.65-0.85 of the true range noise), in each quarter of the scan's ranges (SCALE_BINS)
 and interpolated between them (`_line_scale`; since session 54: a depth camera's noise grows
 with the square of the depth, and a single scale took 0.2-0.3 % of two real depth
-frames' points (PCL's test data) on their far walls), exact zeros left out (depth in quantized steps).
+frames' points (PCL's test data) on their far walls), zeros (but for float32 rounding: FLAT)
+left out (depth in quantized steps: three points on one step).
 
 Chosen on simulated terrestrial scans of the training site (`scripts/bench_surface.py --only
 mixed`: `training_site`, each beam 7 rays whose hits blend by 1 / range^2 where it straddles a
@@ -82,6 +83,8 @@ MIN_POINTS = 100
 CHUNK = 1 << 17
 SCALE_SAMPLE = 500_000
 SCALE_BINS = 4
+FLAT = 1e-6
+"""Line offsets under this share of the range are a quantized depth's zeros (float32 rounding: ~1e-7)."""
 """Points of a scan whose neighbours give its line scale (a random subset of larger scans)."""
 GRID_AGREES, GRID_STRETCH, GRID_SAMPLE = 0.8, 10.0, 20000
 THIN_ACROSS, GAP_ACROSS = 2.0, 10.0
@@ -276,7 +279,7 @@ def _line_scale(offs: np.ndarray, ranges: np.ndarray):
     it rises (a depth camera's noise grows with the square of the range; a laser scanner's hardly
     at all)."""
     to_scale = 1.0 / (GAUSSIAN_MAD * np.sqrt(6))
-    moved = offs > 0  # exact zeros: depth quantized in steps (a depth camera's), three points level
+    moved = offs > FLAT * ranges  # zeros but for rounding: depth quantized in steps (a depth camera's), three points level
     offs, ranges = offs[moved], ranges[moved]
     if len(offs) == 0:
         return lambda r: np.zeros_like(r)
