@@ -64,7 +64,7 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
             has_colours = all(c in header.point_fields for c in _COLOURS)
             has_grid = "rowIndex" in header.point_fields and "columnIndex" in header.point_fields
             try:
-                scan = e57.read_scan(i, colors=has_colours, row_column=has_grid, transform=True, ignore_missing_fields=True)
+                scan = e57.read_scan(i, colors=has_colours, transform=True, ignore_missing_fields=True)
             except Exception as exc:
                 raise InputError(path, f"scan {i} could not be read ({first_line(exc)})") from None
             points.append(np.stack([np.asarray(scan[k], np.float64) for k in _CARTESIAN], 1))
@@ -74,8 +74,9 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
             if "sphericalRange" in fields or has_grid:
                 stations.append(np.asarray(header.translation, np.float64))  # the scan frame's origin: the scanner
             n = len(points[-1])
-            grid = [np.asarray(scan[c], np.int64) for c in ("rowIndex", "columnIndex")] if has_grid else [np.full(n, -1)] * 2
-            cells.append(np.stack([np.full(n, i)] + grid, 1))
+            grid = (_scan_fields(path, e57, header, pye57, i, ("rowIndex", "columnIndex"), "rows and columns").astype(np.int64)
+                    if has_grid else np.full((n, 2), -1))
+            cells.append(np.concatenate([np.full((n, 1), i), grid], 1))
             if has_colours:
                 raw = np.stack([np.asarray(scan[c], np.float64) for c in _COLOURS], 1)
                 colours.append(raw / _colour_maxima(header))
@@ -92,10 +93,19 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
 
 def _scan_normals(path: Path, e57, header, pye57, i: int) -> np.ndarray:
     """Scan i's normals (N, 3) in the file's common frame, its invalid points left out as pye57's
-    read_scan leaves them out (the invalid-state field of the scan's coordinates, where it has one)."""
+    read_scan leaves them out."""
+    out = _scan_fields(path, e57, header, pye57, i, _NORMALS, "normals")
+    return out @ np.asarray(header.rotation_matrix, np.float64).T if header.has_pose() else out
+
+
+def _scan_fields(path: Path, e57, header, pye57, i: int, names, what: str) -> np.ndarray:
+    """Scan i's fields `names` (N, len(names)) float64, read through libE57's buffers (float64: exact
+    for row and column numbers, which pye57's own uint16 buffers would cut at 65,535), its invalid
+    points left out as pye57's read_scan leaves them out (the invalid-state field of the scan's
+    coordinates, where it has one)."""
     fields, n = header.point_fields, header.point_count
     state = "cartesianInvalidState" if all(c in fields for c in _CARTESIAN) else "sphericalInvalidState"
-    arrays = {name: np.empty(n, np.float64) for name in _NORMALS}
+    arrays = {name: np.empty(n, np.float64) for name in names}
     if state in fields:
         arrays[state] = np.empty(n, np.int8)
     try:
@@ -104,11 +114,9 @@ def _scan_normals(path: Path, e57, header, pye57, i: int) -> np.ndarray:
             buffers.append(pye57.libe57.SourceDestBuffer(e57.image_file, name, array, n, True, True))
         header.points.reader(buffers).read()
     except Exception as exc:
-        raise InputError(path, f"scan {i}'s normals could not be read ({first_line(exc)})") from None
-    out = np.stack([arrays[name] for name in _NORMALS], 1)
-    if state in arrays:
-        out = out[arrays[state] == 0]
-    return out @ np.asarray(header.rotation_matrix, np.float64).T if header.has_pose() else out
+        raise InputError(path, f"scan {i}'s {what} could not be read ({first_line(exc)})") from None
+    out = np.stack([arrays[name] for name in names], 1)
+    return out[arrays[state] == 0] if state in arrays else out
 
 
 def _colour_maxima(header) -> np.ndarray:
