@@ -87,6 +87,11 @@ def _add_train_command(sub, name: str, task: str, input_name: Optional[str], wha
     return p
 
 
+KEEP_MIXED_HELP = ("keep the mixed pixels of a scan whose scanner stations are known (E57, PTX, a PCD with its "
+                   "viewpoint): by default the returns that blend two surfaces at a depth edge, off every surface, are "
+                   "left out first")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="inr", description="Implicit neural representations: fit images, audio, video, "
                                      "radiance fields and point clouds with coordinate networks, on CPU or GPU.")
@@ -250,9 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "subset, taken where flatter) and oriented consistently and outwards, or to the side the input "
                        "says: its normals (where known), an E57/PTX scan's stations, an organized PCD's viewpoint, LAS's up "
                        "(default: yes for .ply, .pcd, .las, .laz, .txt, .asc and .csv, no for .npy; .xyz has no place for them)")
-        p.add_argument("--keep-mixed-pixels", action="store_true", help="keep the mixed pixels of a scan whose scanner stations are known (E57, PTX, a PCD with its "
-                   "viewpoint): by default the returns that blend two surfaces at a depth edge, off every surface, are "
-                   "left out first")
+        p.add_argument("--keep-mixed-pixels", action="store_true", help=KEEP_MIXED_HELP)
         _add_device(p)
         p.add_argument("--precision", choices=["32", "bf16"], default="32",
                        help="the network's products on the CPU: float32 (default), or bfloat16 with float32 sums where "
@@ -292,9 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="sdf: replace the run folder OUT-run if it exists")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--keep-mixed-pixels", action="store_true", help="keep the mixed pixels of a scan whose scanner stations are known (E57, PTX, a PCD with its "
-                   "viewpoint): by default the returns that blend two surfaces at a depth edge, off every surface, are "
-                   "left out first")
+    p.add_argument("--keep-mixed-pixels", action="store_true", help=KEEP_MIXED_HELP)
     _add_device(p)
     p = _add_train_command(psub, "train", "pointcloud", None, "train the reconstruction network on generated or given shapes",
                            input_flag="--meshes")

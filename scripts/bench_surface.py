@@ -512,6 +512,11 @@ BEAM_RAYS = 7
 """A beam of `laser_scan`'s footprint: its centre and 6 rays around it at 0.7 of its radius."""
 
 
+def _elevations(density: int) -> np.ndarray:
+    """The terrestrial grid's elevations in degrees (its rows), -60 to +30."""
+    return np.arange(-60, 30, STEP_DEGREES / density)
+
+
 def laser_rays(case: str, rng, density: int = 1, station=None, columns: int = 1):
     """(origins, unit directions) of a `case` scan of the lidar scene, `density` x as many rays
     per axis: terrestrial, one station (default: 1.7 m over the ground near the centre), 0.25
@@ -522,7 +527,7 @@ def laser_rays(case: str, rng, density: int = 1, station=None, columns: int = 1)
 
     if case == "terrestrial":
         az = np.radians(np.arange(0, 360, columns * STEP_DEGREES / density))
-        el = np.radians(np.arange(-60, 30, STEP_DEGREES / density))
+        el = np.radians(_elevations(density))
         a, e = np.meshgrid(az, el, indexing="ij")
         d = np.stack([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)], -1).reshape(-1, 3)
         if station is None:
@@ -558,13 +563,12 @@ def laser_scan(mesh, case: str, sigma: float, rng, density: int = 1, station=Non
 
     t = cast(o, d)
     if footprint and case == "terrestrial":
-        t = _blend_beams(t, d, o[0], cast, footprint * np.radians(STEP_DEGREES / density) / 2,
-                         len(np.arange(-60, 30, STEP_DEGREES / density)))
+        t = _blend_beams(t, d, o[0], cast, footprint * np.radians(STEP_DEGREES / density) / 2, len(_elevations(density)))
     hit = np.isfinite(t)
     t = t[hit] + rng.normal(scale=sigma, size=int(hit.sum())) if sigma else t[hit]
     if not cells:
         return o[hit] + t[:, None] * d[hit], scene
-    at, rows = np.flatnonzero(hit), len(np.arange(-60, 30, STEP_DEGREES / density))
+    at, rows = np.flatnonzero(hit), len(_elevations(density))
     return o[hit] + t[:, None] * d[hit], scene, np.stack([np.zeros_like(at), at % rows, at // rows], 1)
 
 

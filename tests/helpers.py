@@ -36,3 +36,20 @@ def run_without_native(code: str) -> str:
 NAN_TETRAHEDRON = "v 0 0 0\nv nan 0 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\nf 1 3 4\nf 1 2 4\nf 2 3 4\n"
 """An OBJ tetrahedron whose vertex 1 (of 0-3) is NaN: trimesh's processing would drop it and
 three faces quietly; the mesh readers must refuse it."""
+
+
+def ptx_scan(local, station, rotation_rows, translation, colours=None, empty=(), columns=1):
+    """A PTX scan's text: a grid of `local` points in `columns` columns (a column's rows, then the
+    next column's; points listed in `empty` written as 0 0 0, no return), the scanner's
+    registered position and axes, the transform's rows."""
+    def numbers(values):
+        return " ".join(f"{float(v):.17g}" for v in values)
+
+    lines = [str(columns), str(len(local) // columns), numbers(station)]
+    lines += [numbers(axis) for axis in rotation_rows]
+    lines += [numbers(list(row) + [0.0]) for row in rotation_rows]
+    lines.append(numbers(list(translation) + [1.0]))
+    for i, p in enumerate(local):
+        xyz = "0 0 0" if i in empty else numbers(p)
+        lines.append(xyz + " 0.5" + ("" if colours is None else " " + " ".join(str(int(c)) for c in colours[i])))
+    return "\n".join(lines) + "\n"

@@ -7,6 +7,8 @@ import pytest
 
 from inr.cli import main
 
+from .helpers import ptx_scan
+
 SITE = np.array([512345.0, 4123456.0, 321.0])  # a surveyor's coordinates: float64 matters
 STEP = np.radians(0.3)
 PLATE_X, PLATE_Y, PLATE_Z, WALL_X, HEIGHT = 8.0, 1.2, 1.0, 40.0, 1.7
@@ -225,10 +227,7 @@ def test_the_viewer_shows_a_scans_mixed_pixels_on_demand(tmp_path):
 
 
 def _write_ptx(path, points, station, columns=1):
-    lines = [str(columns), str(len(points) // columns), " ".join(f"{v:.17g}" for v in station)]
-    lines += ["1 0 0", "0 1 0", "0 0 1", "1 0 0 0", "0 1 0 0", "0 0 1 0", "0 0 0 1"]
-    lines += [" ".join(f"{v:.17g}" for v in p) + " 0.5" for p in points]
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(ptx_scan(points, station, np.eye(3), np.zeros(3), columns=columns))
 
 
 def test_denoise_of_a_scan_leaves_its_mixed_pixels_out(tmp_path, capsys):

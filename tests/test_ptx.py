@@ -7,24 +7,9 @@ import pytest
 
 from inr.cli import main
 
+from .helpers import ptx_scan
+
 SITE = np.array([512345.0, 4123456.0, 321.0])
-
-
-def _ptx_scan(local, station, rotation_rows, translation, colours=None, empty=(), columns=1):
-    """A PTX scan's text: a grid of `local` points in `columns` columns (a column's rows, then the
-    next column's; points listed in `empty` written as 0 0 0, no return), the scanner's
-    registered position and axes, the transform's rows."""
-    def numbers(values):
-        return " ".join(f"{float(v):.17g}" for v in values)
-
-    lines = [str(columns), str(len(local) // columns), numbers(station)]
-    lines += [numbers(axis) for axis in rotation_rows]
-    lines += [numbers(list(row) + [0.0]) for row in rotation_rows]
-    lines.append(numbers(list(translation) + [1.0]))
-    for i, p in enumerate(local):
-        xyz = "0 0 0" if i in empty else numbers(p)
-        lines.append(xyz + " 0.5" + ("" if colours is None else " " + " ".join(str(int(c)) for c in colours[i])))
-    return "\n".join(lines) + "\n"
 
 
 def test_two_registered_scans_read_in_the_common_frame_with_their_stations(tmp_path):
@@ -39,7 +24,7 @@ def test_two_registered_scans_read_in_the_common_frame_with_their_stations(tmp_p
     ca, cb = rng.integers(0, 256, size=(40, 3)), rng.integers(0, 256, size=(30, 3))
     identity, quarter = np.eye(3), np.array([[0.0, 1, 0], [-1, 0, 0], [0, 0, 1]])
     east = SITE + [10.0, 0, 0]
-    text = (_ptx_scan(a, SITE, identity, SITE, ca, empty=(3, 17), columns=4) + _ptx_scan(b, east, quarter, east, cb))
+    text = (ptx_scan(a, SITE, identity, SITE, ca, empty=(3, 17), columns=4) + ptx_scan(b, east, quarter, east, cb))
     (tmp_path / "site.ptx").write_text(text)
     points, colours, normals, towards, up, origins, cells = read_scan(tmp_path / "site.ptx")
     keep = np.ones(40, bool)
@@ -56,7 +41,7 @@ def test_two_registered_scans_read_in_the_common_frame_with_their_stations(tmp_p
 
 @pytest.mark.parametrize("case", ["header", "short", "width", "number"])
 def test_broken_ptx_files_give_one_line_exit_2(tmp_path, case, capsys):
-    good = _ptx_scan(np.ones((5, 3)), np.zeros(3), np.eye(3), np.zeros(3))
+    good = ptx_scan(np.ones((5, 3)), np.zeros(3), np.eye(3), np.zeros(3))
     lines = good.splitlines()
     text = {"header": "\n".join(lines[:2] + lines[3:]),  # the position line missing
             "short": "\n".join(lines[:-2]),  # two points of five cut off
@@ -81,7 +66,7 @@ def test_normals_of_a_ptx_room_face_its_scanners(tmp_path, capsys):
     noisy = room + rng.normal(scale=0.02, size=room.shape)
     stations = SITE + np.array([[-1.0, 0, 0], [1.0, 0.5, 0]])
     half = noisy[:, 0] < 0
-    text = (_ptx_scan(noisy[half], stations[0], np.eye(3), SITE) + _ptx_scan(noisy[~half], stations[1], np.eye(3), SITE))
+    text = (ptx_scan(noisy[half], stations[0], np.eye(3), SITE) + ptx_scan(noisy[~half], stations[1], np.eye(3), SITE))
     (tmp_path / "room.ptx").write_text(text)
     assert main(["pointcloud", "denoise", str(tmp_path / "room.ptx"), str(tmp_path / "clean.ply"), "--baseline", "mls"]) == 0
     assert "sides from the scanner stations" in capsys.readouterr().out
