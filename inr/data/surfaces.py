@@ -231,11 +231,11 @@ def _pca(points: np.ndarray, o3d, backend: str = "auto") -> tuple[np.ndarray, np
         import torch
 
         from .. import native
-        from ..pointcloud.knn import knn
+        from ..pointcloud.knn import knn_chunks
 
         cloud = torch.from_numpy(np.ascontiguousarray(points, dtype=np.float64))
-        normals, variation = native.pca_normals(cloud, knn(cloud, cloud, NORMAL_NEIGHBOURS)[0])
-        return normals.numpy(), variation.numpy()
+        parts = [native.pca_normals(cloud, idx) for _, idx, _ in knn_chunks(cloud, cloud, NORMAL_NEIGHBOURS)]
+        return torch.cat([n for n, _ in parts]).numpy(), torch.cat([v for _, v in parts]).numpy()
     normals, variation = np.empty_like(points), np.empty(len(points))
 
     def from_covariances(part: slice, cov: np.ndarray) -> None:

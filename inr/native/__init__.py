@@ -172,7 +172,7 @@ def _register_python_side() -> None:
 
     @torch.library.register_fake("inr_native::pca_normals")
     def _(points, idx):
-        return points.new_empty(points.shape[0], 3), points.new_empty(points.shape[0])
+        return points.new_empty(idx.shape[0], 3), points.new_empty(idx.shape[0])
 
     @torch.library.register_fake("inr_native::knn_grid")
     def _(queries, points, k, fill, max_rings):
@@ -270,10 +270,19 @@ def knn_grid(queries: torch.Tensor, points: torch.Tensor, k: int, fill: float, m
     return _external.native_cpu().knn_grid(queries, points, int(k), float(fill), int(max_rings))
 
 
+def KnnIndex(points: torch.Tensor, fill: float):  # noqa: N802 (a class, built by the kernels)
+    """`knn_grid`'s grid of points (N, 3) float64, built once: `.query(queries, k, max_rings)` gives
+    what `knn_grid(queries, points, k, fill, max_rings)` gives (queries in any number of calls)."""
+    from .. import _external
+
+    _external.native_cpu()
+    return torch.classes.inr_native.KnnIndex(points, float(fill))
+
+
 def pca_normals(points: torch.Tensor, idx: torch.Tensor):
-    """PCA normals of points (N, 3) float64 over their neighbours idx (N, k) int64 (rows of points):
-    (normals (N, 3) float64, the covariance's eigenvector of the smallest eigenvalue, either side;
-    surface variation (N,) float64, that eigenvalue's share of their sum). `inr.data.surfaces._pca`'s
+    """PCA normals over neighbourhoods idx (M, k) int64 (rows of points (N, 3) float64; M = N, or a
+    chunk of the points' rows): (normals (M, 3) float64, the covariance's eigenvector of the smallest
+    eigenvalue, either side; surface variation (M,) float64, that eigenvalue's share of their sum). `inr.data.surfaces._pca`'s
     NumPy path is the twin."""
     from .. import _external
 

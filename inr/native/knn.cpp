@@ -22,6 +22,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/custom_class.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -249,31 +250,27 @@ bool search(const Grid& g, const double* q, int64_t max_rings, double hint, Near
   }
 }
 
-// queries (Q, 3) float64, points (N, 3) float64, 1 <= k <= N -> (idx (Q, k) int64, d2 (Q, k)
-// float32, nearest first; found (Q,) bool: false where the query needs more than max_rings rings
-// or the grid cannot be packed, its rows then -1 and inf).
-std::tuple<at::Tensor, at::Tensor, at::Tensor> knn_grid(const at::Tensor& queries_in, const at::Tensor& points_in, int64_t k,
-                                                        double fill, int64_t max_rings) {
-  const at::Tensor queries = queries_in.contiguous(), points = points_in.contiguous();
-  TORCH_CHECK(points.device().is_cpu() && points.scalar_type() == at::kDouble && points.dim() == 2 && points.size(1) == 3,
-              "knn_grid: points must be (N, 3) float64 on the CPU");
+// The k nearest of each query among the grid's points: (idx (Q, k) int64, d2 (Q, k) float32,
+// nearest first; found (Q,) bool: false where the query needs more than max_rings rings, its rows
+// then -1 and inf). `same`: the queries are the grid's own points, in their input order.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> query_grid(const Grid& g, bool built, const at::Tensor& queries_in,
+                                                          int64_t k, int64_t max_rings, bool same) {
+  const at::Tensor queries = queries_in.contiguous();
   TORCH_CHECK(queries.device().is_cpu() && queries.scalar_type() == at::kDouble && queries.dim() == 2 && queries.size(1) == 3,
               "knn_grid: queries must be (Q, 3) float64 on the CPU");
-  const int64_t n = points.size(0), m = queries.size(0);
-  TORCH_CHECK(k >= 1 && k <= n, "knn_grid: k must be within 1 and the ", n, " points, got ", k);
-  TORCH_CHECK(fill > 0 && max_rings >= 1, "knn_grid: fill > 0 and max_rings >= 1");
+  TORCH_CHECK(max_rings >= 1, "knn_grid: max_rings >= 1");
+  const int64_t m = queries.size(0);
   at::Tensor idx = at::full({m, k}, -1, queries.options().dtype(at::kLong));
   at::Tensor d2 = at::full({m, k}, std::numeric_limits<float>::infinity(), queries.options().dtype(at::kFloat));
   at::Tensor found = at::zeros({m}, queries.options().dtype(at::kBool));
-  Grid g;
-  if (!build(points.data_ptr<double>(), n, fill, g)) return {idx, d2, found};
+  if (!built) return {idx, d2, found};
   const double* pq = queries.data_ptr<double>();
   int64_t* pi = idx.data_ptr<int64_t>();
   float* pd = d2.data_ptr<float>();
   bool* pf = found.data_ptr<bool>();
   // queries in the order of their cells (neighbouring queries read the same cells: cache hits)
   std::vector<int64_t> qorder;
-  if (queries.data_ptr<double>() == points.data_ptr<double>() && m == n) {
+  if (same) {
     qorder = g.order;
   } else {
     std::vector<std::pair<uint64_t, int64_t>> by_cell(m);
@@ -309,10 +306,47 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> knn_grid(const at::Tensor& querie
   return {idx, d2, found};
 }
 
+void check_points(const at::Tensor& points, double fill) {
+  TORCH_CHECK(points.device().is_cpu() && points.scalar_type() == at::kDouble && points.dim() == 2 && points.size(1) == 3,
+              "knn_grid: points must be (N, 3) float64 on the CPU");
+  TORCH_CHECK(points.size(0) >= 1 && fill > 0, "knn_grid: at least one point, and fill > 0");
+}
+
+// queries (Q, 3) float64, points (N, 3) float64, 1 <= k <= N -> `query_grid`'s (also false where
+// the grid cannot be packed).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> knn_grid(const at::Tensor& queries_in, const at::Tensor& points_in, int64_t k,
+                                                        double fill, int64_t max_rings) {
+  const at::Tensor points = points_in.contiguous();
+  check_points(points, fill);
+  TORCH_CHECK(k >= 1 && k <= points.size(0), "knn_grid: k must be within 1 and the ", points.size(0), " points, got ", k);
+  Grid g;
+  const bool built = build(points.data_ptr<double>(), points.size(0), fill, g);
+  const bool same = queries_in.data_ptr() == points_in.data_ptr() && queries_in.size(0) == points.size(0);
+  return query_grid(g, built, queries_in, k, max_rings, same);
+}
+
+// The grid of one cloud, built once and queried many times (queries in chunks: bounded memory).
+struct KnnIndex : torch::CustomClassHolder {
+  Grid g;
+  bool built = false;
+  int64_t n = 0;
+  KnnIndex(const at::Tensor& points_in, double fill) {
+    const at::Tensor points = points_in.contiguous();
+    check_points(points, fill);
+    n = points.size(0);
+    built = build(points.data_ptr<double>(), n, fill, g);
+  }
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> query(const at::Tensor& queries, int64_t k, int64_t max_rings) {
+    TORCH_CHECK(k >= 1 && k <= n, "knn_grid: k must be within 1 and the ", n, " points, got ", k);
+    return query_grid(g, built, queries, k, max_rings, false);
+  }
+};
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(inr_native, m) {
   m.def("knn_grid(Tensor queries, Tensor points, int k, float fill, int max_rings) -> (Tensor, Tensor, Tensor)");
+  m.class_<KnnIndex>("KnnIndex").def(torch::init<const at::Tensor&, double>()).def("query", &KnnIndex::query);
 }
 
 TORCH_LIBRARY_IMPL(inr_native, CPU, m) { m.impl("knn_grid", &knn_grid); }

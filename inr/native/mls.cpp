@@ -180,16 +180,15 @@ std::tuple<at::Tensor, at::Tensor> pca_normals(const at::Tensor& points_in, cons
   TORCH_CHECK(points.device().is_cpu() && points.scalar_type() == at::kDouble && points.dim() == 2 && points.size(1) == 3,
               "pca_normals: points must be (N, 3) float64 on the CPU");
   const int64_t n = points.size(0);
-  TORCH_CHECK(idx.scalar_type() == at::kLong && idx.dim() == 2 && idx.size(0) == n && idx.size(1) >= 1,
-              "pca_normals: idx must be int64 (", n, ", k)");
-  const int64_t k = idx.size(1);
+  TORCH_CHECK(idx.scalar_type() == at::kLong && idx.dim() == 2 && idx.size(1) >= 1, "pca_normals: idx must be int64 (M, k)");
+  const int64_t m = idx.size(0), k = idx.size(1);  // M rows: the points' own, or a chunk of them
   const int64_t* pi = idx.data_ptr<int64_t>();
-  for (int64_t i = 0; i < n * k; ++i) TORCH_CHECK(pi[i] >= 0 && pi[i] < n, "pca_normals: idx ", pi[i], " is past the ", n, " points");
-  at::Tensor normals = at::empty({n, 3}, points.options()), variation = at::empty({n}, points.options());
+  for (int64_t i = 0; i < m * k; ++i) TORCH_CHECK(pi[i] >= 0 && pi[i] < n, "pca_normals: idx ", pi[i], " is past the ", n, " points");
+  at::Tensor normals = at::empty({m, 3}, points.options()), variation = at::empty({m}, points.options());
   const double* pp = points.data_ptr<double>();
   double* pn = normals.data_ptr<double>();
   double* pv = variation.data_ptr<double>();
-  at::parallel_for(0, n, 1024, [&](int64_t i0, int64_t i1) {
+  at::parallel_for(0, m, 1024, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t* row = pi + i * k;
       double mean[3] = {0, 0, 0};

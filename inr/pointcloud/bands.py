@@ -37,12 +37,14 @@ from typing import Callable, List, NamedTuple, Tuple
 import numpy as np
 import torch
 
-from .knn import knn
+from .knn import knn, knn_chunks
 from .mls import mls_fill, mls_project
 
 BAND_FACTOR, BAND_NEIGHBOURS = 2.0, 16
 NETWORK_RATIO, KEEP_RATIO, MOVE_LIMIT = 0.3, 0.02, 2.5
 CONTEXT_SPACINGS = 20.0
+SMOOTH_CHUNK = 1 << 18
+"""Points whose neighbours' median spacing is taken at once."""
 MIN_NETWORK_POINTS = 200
 """A band of fewer points than this is not given to the network (MLS or kept, by its ratio)."""
 GAUSSIAN_MAD = 0.6745
@@ -61,9 +63,14 @@ def spacing_bands(points: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """(each point's band, 0 for the finest spacing; each point's distance to its nearest other point)."""
     t = torch.from_numpy(np.ascontiguousarray(points, dtype=np.float64))
     k = min(BAND_NEIGHBOURS, len(points))
-    idx, d2 = knn(t, t, k)
-    nearest = np.sqrt(d2[:, min(1, k - 1)].double().numpy())
-    smooth = np.median(nearest[idx.numpy()], axis=1)
+    # the neighbours in chunks (`knn_chunks`), kept as int32: a 10-million-point scan's at once took 1.8 GB
+    idx = np.empty((len(points), k), np.int32 if len(points) < 2 ** 31 else np.int64)
+    nearest = np.empty(len(points))
+    for start, near, d2 in knn_chunks(t, t, k):
+        idx[start:start + len(near)] = near.numpy()
+        nearest[start:start + len(near)] = np.sqrt(d2[:, min(1, k - 1)].double().numpy())
+    smooth = np.concatenate([np.median(nearest[idx[i:i + SMOOTH_CHUNK]], axis=1)  # in chunks: bounded memory
+                             for i in range(0, len(points), SMOOTH_CHUNK)] or [np.zeros(0)])
     positive = smooth[smooth > 0]
     if len(positive) == 0:  # every point doubled: one band
         return np.zeros(len(points), dtype=np.int64), nearest

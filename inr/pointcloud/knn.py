@@ -8,12 +8,15 @@ their product, so it serves 10^6-point inputs. Indices carry no gradient; caller
 distances in torch. The search runs in float32 on coordinates taken relative to the points' box
 centre (computed in the inputs' own precision): a scan in georeferenced coordinates (millions of
 units from the origin) keeps its local detail, which float32 of the raw coordinates would round
-to a grid of a quarter unit or more (the grid search: in float64).
+to a grid of a quarter unit or more (the grid search: in float64). `knn_chunks` searches the
+queries a chunk at a time against one structure built once (`native.KnnIndex`), for callers
+that use each chunk's neighbours and drop them: a 10-million-point scan's 30 neighbours each
+take 3.6 GB at once.
 """
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Iterator, Tuple
 
 import numpy as np
 import torch
@@ -31,45 +34,103 @@ MAX_RINGS = 6
 (a query far from the cloud)."""
 
 
+KNN_CHUNK = 1 << 18
+"""Queries `knn_chunks` searches at once: at k = 30 their neighbours take ~95 MB, where a 10-million
+point scan's all at once took 3.6 GB."""
+
+
 def knn(queries: torch.Tensor, points: torch.Tensor, k: int, backend: str = "auto") -> Tuple[torch.Tensor, torch.Tensor]:
     """For each query (Q, 3), its min(k, N) nearest points among points (N, 3), nearest first:
     (indices (Q, k') int64, squared distances (Q, k') float32). backend: 'native' (the grid),
     'kdtree' (open3d's or scipy's), or 'auto' (the grid where the native kernels build, for
     NATIVE_AT_LEAST points or more and k >= 4)."""
-    from .. import _external, native
-
     if len(points) == 0:
         raise ValueError("knn needs at least one point to search")
     k = min(int(k), len(points))
     if len(queries) == 0:
         return torch.zeros(0, k, dtype=torch.long, device=queries.device), torch.zeros(0, k, device=queries.device)
-    p64, q64 = points.detach().cpu().numpy(), queries.detach().cpu().numpy()
-    origin = (p64.min(0) + p64.max(0)) / 2  # in the inputs' precision: float64 stays exact here
-    dev = queries.device
-    if (backend != "auto" or (len(points) >= NATIVE_AT_LEAST and k >= 4)) and _external.uses_native(
-            backend, "k-nearest-neighbour search", twin="kdtree"):
-        pn = torch.from_numpy(np.ascontiguousarray(p64 - origin, dtype=np.float64))
-        qn = pn if queries is points else torch.from_numpy(np.ascontiguousarray(q64 - origin, dtype=np.float64))
-        # cells of about k / 2 points (the fastest at 1M points, k 16-64), at least 4
-        idx, d2, found = native.knn_grid(qn, pn, k, max(4.0, k / 2), MAX_RINGS)
-        if not bool(found.all()):  # far from the cloud: the KD-tree's
-            rest = (~found).nonzero()[:, 0]
-            idx[rest], d2[rest] = knn(queries[rest.to(dev)].cpu(), points.cpu(), k, backend="kdtree")
-        return idx.to(dev), d2.to(dev)
-    q = np.ascontiguousarray(q64 - origin, dtype=np.float32)
-    p = np.ascontiguousarray(p64 - origin, dtype=np.float32)
-    if _external.has_open3d():
-        o3d = _external.open3d()
-        search = o3d.core.nns.NearestNeighborSearch(o3d.core.Tensor(p))
-        search.knn_index()
-        idx, d2 = search.knn_search(o3d.core.Tensor(q), k)
-        idx, d2 = idx.numpy().astype(np.int64), d2.numpy()
-    else:
-        from scipy.spatial import cKDTree
+    return _Search(points, k, backend)(queries, same=queries is points)
 
-        dist, idx = cKDTree(p).query(q, k=k, workers=-1)
-        idx, d2 = idx.reshape(len(q), k).astype(np.int64), (dist.reshape(len(q), k) ** 2).astype(np.float32)
-    return torch.from_numpy(idx).to(dev), torch.from_numpy(np.ascontiguousarray(d2)).to(dev)
+
+def knn_chunks(queries: torch.Tensor, points: torch.Tensor, k: int, chunk: int = KNN_CHUNK,
+               backend: str = "auto") -> Iterator[Tuple[int, torch.Tensor, torch.Tensor]]:
+    """`knn` of the queries `chunk` rows at a time, the search structure built once: (the chunk's
+    first row, its indices, its squared distances) per chunk, in order. The same neighbours as
+    `knn` (ties aside), in bounded memory."""
+    if len(points) == 0:
+        raise ValueError("knn needs at least one point to search")
+    k = min(int(k), len(points))
+    search = _Search(points, k, backend)
+    for start in range(0, len(queries), chunk):
+        yield (start, *search(queries[start:start + chunk]))
+
+
+class _Search:
+    """`knn`'s search of one cloud for k neighbours: the grid (`native.KnnIndex`) or a KD-tree, built
+    on the first query, on coordinates relative to the points' box centre."""
+
+    def __init__(self, points: torch.Tensor, k: int, backend: str) -> None:
+        from .. import _external
+
+        self.points, self.k, self.backend = points, k, backend
+        p64 = points.detach().cpu().numpy()
+        self.origin = (p64.min(0) + p64.max(0)) / 2  # in the inputs' precision: float64 stays exact here
+        self.native = (backend != "auto" or (len(points) >= NATIVE_AT_LEAST and k >= 4)) and _external.uses_native(
+            backend, "k-nearest-neighbour search", twin="kdtree")
+        self.grid = self.tree = self.fallback = None
+
+    def _local(self, x: torch.Tensor, dtype) -> np.ndarray:
+        return np.ascontiguousarray(x.detach().cpu().numpy() - self.origin, dtype=dtype)
+
+    def __call__(self, queries: torch.Tensor, same: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(indices, squared distances) of the queries' k nearest; `same`: the queries are the points."""
+        dev, k = queries.device, self.k
+        if len(queries) == 0:
+            return torch.zeros(0, k, dtype=torch.long, device=dev), torch.zeros(0, k, device=dev)
+        if self.native:
+            from .. import native
+
+            if self.grid is None:
+                pn = torch.from_numpy(self._local(self.points, np.float64))
+                if same:  # one search: the grid's own order (cache hits), no object kept
+                    idx, d2, found = native.knn_grid(pn, pn, k, max(4.0, k / 2), MAX_RINGS)
+                    return self._rest(queries, idx, d2, found, dev)
+                # cells of about k / 2 points (the fastest at 1M points, k 16-64), at least 4
+                self.grid = native.KnnIndex(pn, max(4.0, k / 2))
+            idx, d2, found = self.grid.query(torch.from_numpy(self._local(queries, np.float64)), k, MAX_RINGS)
+            return self._rest(queries, idx, d2, found, dev)
+        q, o3d = self._local(queries, np.float32), _open3d()
+        if self.tree is None:
+            p = self._local(self.points, np.float32)
+            if o3d is not None:
+                self.tree = o3d.core.nns.NearestNeighborSearch(o3d.core.Tensor(p))
+                self.tree.knn_index()
+            else:
+                from scipy.spatial import cKDTree
+
+                self.tree = cKDTree(p)
+        if o3d is not None:
+            idx, d2 = self.tree.knn_search(o3d.core.Tensor(q), k)
+            idx, d2 = idx.numpy().astype(np.int64), d2.numpy()
+        else:
+            dist, idx = self.tree.query(q, k=k, workers=-1)
+            idx, d2 = idx.reshape(len(q), k).astype(np.int64), (dist.reshape(len(q), k) ** 2).astype(np.float32)
+        return torch.from_numpy(idx).to(dev), torch.from_numpy(np.ascontiguousarray(d2)).to(dev)
+
+    def _rest(self, queries, idx, d2, found, dev) -> Tuple[torch.Tensor, torch.Tensor]:
+        if not bool(found.all()):  # far from the cloud: the KD-tree's (built once, for every chunk)
+            rest = (~found).nonzero()[:, 0]
+            if self.fallback is None:
+                self.fallback = _Search(self.points.cpu(), self.k, "kdtree")
+            idx[rest], d2[rest] = self.fallback(queries[rest.to(dev)].cpu())
+        return idx.to(dev), d2.to(dev)
+
+
+def _open3d():
+    """open3d where it is installed, else None."""
+    from .. import _external
+
+    return _external.open3d() if _external.has_open3d() else None
 
 
 def nearest(queries: np.ndarray, points: np.ndarray, k: int, backend: str = "auto") -> Tuple[np.ndarray, np.ndarray]:

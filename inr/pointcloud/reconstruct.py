@@ -739,9 +739,10 @@ class Reconstructor(nn.Module):
     @staticmethod
     def _tile_starts(ijk: torch.Tensor, lo: torch.Tensor, tile: int) -> list:
         """Lower corners of the tiles that hold a point or a candidate voxel (a point +-1)."""
-        ids = []
+        keys = None
         for corner in torch.cartesian_prod(*[torch.tensor([-1, 1], device=ijk.device)] * 3):  # ijk +- 1 spans <= 2 tiles per axis
-            ids.append(torch.div(ijk + corner - lo, tile, rounding_mode="floor"))
-        keys = torch.unique(pack_keys(torch.cat(ids)))
+            # one corner at a time: the eight at once held ~400 bytes per point
+            new = torch.unique(pack_keys(torch.div(ijk + corner - lo, tile, rounding_mode="floor")))
+            keys = new if keys is None else torch.unique(torch.cat([keys, new]))
         coords, _ = unpack_keys(keys)
         return [lo + tile * c for c in coords]
