@@ -160,3 +160,34 @@ def test_knn_chunks_give_the_whole_search_in_pieces(backend):
         assert torch.equal(d1, d2_) and torch.equal(f1, f2) and bool(f1.all())
         with pytest.raises(RuntimeError, match="k must be within"):
             grid.query(torch.from_numpy(queries[:5]), 3001, 6)
+
+
+def test_chunked_callers_match_one_chunk(monkeypatch):
+    # MLS projections, spacing bands and PCA normals search their neighbours chunk by chunk
+    # (knn_chunks): many small chunks give what one chunk gives
+    from inr.data.surfaces import _pca
+    from inr.pointcloud import knn as knn_module
+    from inr.pointcloud.bands import spacing_bands
+    from inr.pointcloud.mls import mls_fill, mls_project
+
+    rng = np.random.default_rng(3)
+    xy = rng.uniform(-1, 1, (6000, 2)) * np.where(rng.uniform(size=(6000, 1)) < 0.5, 1.0, 4.0)
+    cloud = np.c_[xy, 0.2 * np.sin(xy[:, 0]) + rng.normal(0, 0.01, len(xy))]
+
+    def run():
+        return (mls_project(cloud), spacing_bands(cloud), _pca(cloud, None), mls_fill(cloud[:2000], 5000))
+
+    one = run()
+    monkeypatch.setattr(knn_module, "KNN_CHUNK", 700)
+    many = run()
+    np.testing.assert_allclose(many[0], one[0], atol=1e-12)
+    assert np.array_equal(many[1][0], one[1][0]) and np.array_equal(many[1][1], one[1][1])
+    np.testing.assert_allclose(np.abs((many[2][0] * one[2][0]).sum(1)), 1.0, atol=1e-9)  # the same normals, either side
+    np.testing.assert_allclose(many[2][1], one[2][1], atol=1e-12)
+    np.testing.assert_allclose(many[3], one[3], atol=1e-12)
+    # the native PCA of a chunk's rows is those rows of the whole
+    pts = torch.from_numpy(cloud)
+    idx = knn(pts, pts, 16)[0]
+    whole_n, whole_v = native.pca_normals(pts, idx)
+    part_n, part_v = native.pca_normals(pts, idx[1000:1700])
+    assert torch.equal(part_n, whole_n[1000:1700]) and torch.equal(part_v, whole_v[1000:1700])

@@ -16,7 +16,7 @@ take 3.6 GB at once.
 
 from __future__ import annotations
 
-from typing import Iterator, Tuple
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -52,14 +52,14 @@ def knn(queries: torch.Tensor, points: torch.Tensor, k: int, backend: str = "aut
     return _Search(points, k, backend)(queries, same=queries is points)
 
 
-def knn_chunks(queries: torch.Tensor, points: torch.Tensor, k: int, chunk: int = KNN_CHUNK,
+def knn_chunks(queries: torch.Tensor, points: torch.Tensor, k: int, chunk: Optional[int] = None,
                backend: str = "auto") -> Iterator[Tuple[int, torch.Tensor, torch.Tensor]]:
-    """`knn` of the queries `chunk` rows at a time, the search structure built once: (the chunk's
-    first row, its indices, its squared distances) per chunk, in order. The same neighbours as
-    `knn` (ties aside), in bounded memory."""
+    """`knn` of the queries `chunk` rows (default KNN_CHUNK) at a time, the search structure built
+    once: (the chunk's first row, its indices, its squared distances) per chunk, in order. The same
+    neighbours as `knn` (ties aside), in bounded memory."""
     if len(points) == 0:
         raise ValueError("knn needs at least one point to search")
-    k = min(int(k), len(points))
+    k, chunk = min(int(k), len(points)), chunk or KNN_CHUNK
     search = _Search(points, k, backend)
     for start in range(0, len(queries), chunk):
         yield (start, *search(queries[start:start + chunk]))
