@@ -72,7 +72,7 @@ class _Search:
     def __init__(self, points: torch.Tensor, k: int, backend: str) -> None:
         from .. import _external
 
-        self.points, self.k, self.backend = points, k, backend
+        self.points, self.k = points, k
         p64 = points.detach().cpu().numpy()
         self.origin = (p64.min(0) + p64.max(0)) / 2  # in the inputs' precision: float64 stays exact here
         self.native = (backend != "auto" or (len(points) >= NATIVE_AT_LEAST and k >= 4)) and _external.uses_native(
