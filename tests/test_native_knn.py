@@ -191,3 +191,42 @@ def test_chunked_callers_match_one_chunk(monkeypatch):
     whole_n, whole_v = native.pca_normals(pts, idx)
     part_n, part_v = native.pca_normals(pts, idx[1000:1700])
     assert torch.equal(part_n, whole_n[1000:1700]) and torch.equal(part_v, whole_v[1000:1700])
+
+
+@pytest.mark.parametrize("backend", ["native", "kdtree"])
+def test_knn_of_many_other_queries_goes_in_chunks_into_one_result(monkeypatch, backend):
+    # queries of another cloud past KNN_CHUNK are searched a chunk at a time (the search's own copies
+    # of its queries bounded): the same neighbours as brute force, far queries included
+    from inr.pointcloud import knn as knn_module
+
+    monkeypatch.setattr(knn_module, "KNN_CHUNK", 300)
+    rng = np.random.default_rng(4)
+    points = rng.normal(size=(2500, 3))
+    queries = np.concatenate([rng.normal(size=(1000, 3)) * 1.2, [[500.0, 0, 0]]])
+    for k in (1, 8):
+        idx, d2 = knn(torch.from_numpy(queries), torch.from_numpy(points), k, backend=backend)
+        want = _brute(queries, points, k)
+        assert idx.shape == (len(queries), k)
+        np.testing.assert_allclose(d2.numpy(), want, rtol=1e-5, atol=1e-6)  # float32 search
+        np.testing.assert_allclose(((queries[:, None] - points[idx.numpy()]) ** 2).sum(-1), want, rtol=1e-5, atol=1e-6)
+
+
+def test_band_filters_in_chunks_match_brute_force(monkeypatch):
+    # a band's network output is kept where its nearest scan point is the band's, and the band's
+    # context is the other points within CONTEXT_SPACINGS: both searched chunk by chunk
+    from inr.pointcloud import bands
+    from inr.pointcloud import knn as knn_module
+
+    monkeypatch.setattr(knn_module, "KNN_CHUNK", 200)
+    rng = np.random.default_rng(5)
+    points = rng.uniform(0, 10, (1500, 3))
+    core = points[:, 0] < 4
+    out = rng.uniform(0, 10, (1100, 3))
+    nearest_point = ((out[:, None] - points[None]) ** 2).sum(-1).argmin(1)
+    assert np.array_equal(bands._nearest_is(out, points, core), core[nearest_point])
+    spacing = 0.02
+    mask = bands._with_context(points, core, spacing)
+    gap = np.sqrt(((points[~core][:, None] - points[core][None]) ** 2).sum(-1).min(1))
+    near = np.flatnonzero(~core)[gap <= bands.CONTEXT_SPACINGS * spacing]
+    assert 0 < len(near) < (~core).sum()  # some context, not all
+    assert np.array_equal(np.flatnonzero(mask), np.sort(np.concatenate([np.flatnonzero(core), near])))

@@ -37,7 +37,7 @@ from typing import Callable, List, NamedTuple, Tuple
 import numpy as np
 import torch
 
-from .knn import knn, knn_chunks
+from .knn import knn_chunks
 from .mls import mls_fill, mls_project
 
 BAND_FACTOR, BAND_NEIGHBOURS = 2.0, 16
@@ -92,13 +92,25 @@ def _with_context(points: np.ndarray, core: np.ndarray, spacing: float) -> np.nd
     mask = core.copy()
     if len(others) == 0:
         return mask
-    _, d2 = knn(torch.from_numpy(points[others]), torch.from_numpy(points[core]), 1)
-    near = others[np.sqrt(d2[:, 0].double().numpy()) <= CONTEXT_SPACINGS * spacing]
+    reach = np.empty(len(others), bool)
+    for start, _, d2 in knn_chunks(torch.from_numpy(points[others]), torch.from_numpy(points[core]), 1):
+        reach[start:start + len(d2)] = np.sqrt(d2[:, 0].double().numpy()) <= CONTEXT_SPACINGS * spacing
+    near = others[reach]
     if len(near):
         cells = np.floor((points[near] - points.min(0)) / spacing).astype(np.int64)
         _, first = np.unique(cells, axis=0, return_index=True)
         mask[near[first]] = True
     return mask
+
+
+def _nearest_is(queries: np.ndarray, points: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Whether each query's nearest point is one of `mask`'s, a chunk of queries at a time (`knn_chunks`):
+    a band's network output can be several times the scan (35 million points for a 9.5-million-point
+    scan's band of 5 million), and its search at once held ~3 GB more."""
+    keep = np.empty(len(queries), bool)
+    for start, idx, _ in knn_chunks(torch.from_numpy(queries), torch.from_numpy(points), 1):
+        keep[start:start + len(idx)] = mask[idx[:, 0].numpy()]
+    return keep
 
 
 def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarray], factor: float = 1.0,
@@ -119,8 +131,7 @@ def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarr
             run = _with_context(x, core, spacing)
             pts = network(x[run])
             if len(pts):
-                idx, _ = knn(torch.from_numpy(pts), torch.from_numpy(x), 1)
-                pts = pts[core[idx[:, 0].numpy()]]
+                pts = pts[_nearest_is(pts, x, core)]
             if len(pts) < 2:  # the network kept nothing of this band: its projection instead
                 route, pts = "mls", projected[core]
         elif route == "mls":

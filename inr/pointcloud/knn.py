@@ -36,7 +36,8 @@ MAX_RINGS = 6
 
 KNN_CHUNK = 1 << 18
 """Queries `knn_chunks` searches at once: at k = 30 their neighbours take ~95 MB, where a 10-million
-point scan's all at once took 3.6 GB."""
+point scan's all at once took 3.6 GB. `knn` searches more queries than this (of another cloud) in
+chunks of it too, into its one result."""
 
 
 def knn(queries: torch.Tensor, points: torch.Tensor, k: int, backend: str = "auto") -> Tuple[torch.Tensor, torch.Tensor]:
@@ -49,7 +50,16 @@ def knn(queries: torch.Tensor, points: torch.Tensor, k: int, backend: str = "aut
     k = min(int(k), len(points))
     if len(queries) == 0:
         return torch.zeros(0, k, dtype=torch.long, device=queries.device), torch.zeros(0, k, device=queries.device)
-    return _Search(points, k, backend)(queries, same=queries is points)
+    search = _Search(points, k, backend)
+    if queries is points or len(queries) <= KNN_CHUNK:
+        return search(queries, same=queries is points)
+    # other queries a chunk at a time into the result: a search's own copies of its queries (float32,
+    # the KD-tree's tensors, int32 indices) take ~50 bytes each, 1.8 GB for 35 million at once
+    idx = torch.empty(len(queries), k, dtype=torch.long, device=queries.device)
+    d2 = torch.empty(len(queries), k, device=queries.device)
+    for start in range(0, len(queries), KNN_CHUNK):
+        idx[start:start + KNN_CHUNK], d2[start:start + KNN_CHUNK] = search(queries[start:start + KNN_CHUNK])
+    return idx, d2
 
 
 def knn_chunks(queries: torch.Tensor, points: torch.Tensor, k: int, chunk: Optional[int] = None,
