@@ -50,16 +50,7 @@ def knn(queries: torch.Tensor, points: torch.Tensor, k: int, backend: str = "aut
     k = min(int(k), len(points))
     if len(queries) == 0:
         return torch.zeros(0, k, dtype=torch.long, device=queries.device), torch.zeros(0, k, device=queries.device)
-    search = _Search(points, k, backend)
-    if queries is points or len(queries) <= KNN_CHUNK:
-        return search(queries, same=queries is points)
-    # other queries a chunk at a time into the result: a search's own copies of its queries (float32,
-    # the KD-tree's tensors, int32 indices) take ~50 bytes each, 1.8 GB for 35 million at once
-    idx = torch.empty(len(queries), k, dtype=torch.long, device=queries.device)
-    d2 = torch.empty(len(queries), k, device=queries.device)
-    for start in range(0, len(queries), KNN_CHUNK):
-        idx[start:start + KNN_CHUNK], d2[start:start + KNN_CHUNK] = search(queries[start:start + KNN_CHUNK])
-    return idx, d2
+    return KnnSearch(points, k, backend)(queries)
 
 
 def knn_chunks(queries: torch.Tensor, points: torch.Tensor, k: int, chunk: Optional[int] = None,
@@ -67,21 +58,20 @@ def knn_chunks(queries: torch.Tensor, points: torch.Tensor, k: int, chunk: Optio
     """`knn` of the queries `chunk` rows (default KNN_CHUNK) at a time, the search structure built
     once: (the chunk's first row, its indices, its squared distances) per chunk, in order. The same
     neighbours as `knn` (ties aside), in bounded memory."""
-    if len(points) == 0:
-        raise ValueError("knn needs at least one point to search")
-    k, chunk = min(int(k), len(points)), chunk or KNN_CHUNK
-    search = _Search(points, k, backend)
-    for start in range(0, len(queries), chunk):
-        yield (start, *search(queries[start:start + chunk]))
+    yield from KnnSearch(points, k, backend).chunks(queries, chunk)
 
 
-class _Search:
-    """`knn`'s search of one cloud for k neighbours: the grid (`native.KnnIndex`) or a KD-tree, built
-    on the first query, on coordinates relative to the points' box centre."""
+class KnnSearch:
+    """`knn`'s search of one cloud for min(k, N) neighbours, to query any number of times: the grid
+    (`native.KnnIndex`) or a KD-tree, built on the first query, on coordinates relative to the
+    points' box centre."""
 
-    def __init__(self, points: torch.Tensor, k: int, backend: str) -> None:
+    def __init__(self, points: torch.Tensor, k: int, backend: str = "auto") -> None:
         from .. import _external
 
+        if len(points) == 0:
+            raise ValueError("knn needs at least one point to search")
+        k = min(int(k), len(points))
         self.points, self.k = points, k
         p64 = points.detach().cpu().numpy()
         self.origin = (p64.min(0) + p64.max(0)) / 2  # in the inputs' precision: float64 stays exact here
@@ -92,7 +82,25 @@ class _Search:
     def _local(self, x: torch.Tensor, dtype) -> np.ndarray:
         return np.ascontiguousarray(x.detach().cpu().numpy() - self.origin, dtype=dtype)
 
-    def __call__(self, queries: torch.Tensor, same: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, queries: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """`knn` of the queries: (indices (Q, k) int64, squared distances (Q, k) float32)."""
+        if queries is self.points or len(queries) <= KNN_CHUNK:
+            return self._query(queries, same=queries is self.points)
+        # other queries a chunk at a time into the result: a search's own copies of its queries
+        # (float32, the KD-tree's tensors, int32 indices) take ~50 bytes each, 5.8 GB for 35 million at once
+        idx = torch.empty(len(queries), self.k, dtype=torch.long, device=queries.device)
+        d2 = torch.empty(len(queries), self.k, device=queries.device)
+        for start, i, d in self.chunks(queries):
+            idx[start:start + len(i)], d2[start:start + len(i)] = i, d
+        return idx, d2
+
+    def chunks(self, queries: torch.Tensor, chunk: Optional[int] = None) -> Iterator[Tuple[int, torch.Tensor, torch.Tensor]]:
+        """`knn_chunks` against this search."""
+        chunk = chunk or KNN_CHUNK
+        for start in range(0, len(queries), chunk):
+            yield (start, *self._query(queries[start:start + chunk]))
+
+    def _query(self, queries: torch.Tensor, same: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
         """(indices, squared distances) of the queries' k nearest; `same`: the queries are the points."""
         dev, k = queries.device, self.k
         if len(queries) == 0:
@@ -131,8 +139,8 @@ class _Search:
         if not bool(found.all()):  # far from the cloud: the KD-tree's (built once, for every chunk)
             rest = (~found).nonzero()[:, 0]
             if self.fallback is None:
-                self.fallback = _Search(self.points.cpu(), self.k, "kdtree")
-            idx[rest], d2[rest] = self.fallback(queries[rest.to(dev)].cpu())
+                self.fallback = KnnSearch(self.points.cpu(), self.k, "kdtree")
+            idx[rest], d2[rest] = self.fallback._query(queries[rest.to(dev)].cpu())
         return idx.to(dev), d2.to(dev)
 
 
