@@ -185,6 +185,20 @@ def test_chunked_callers_match_one_chunk(monkeypatch):
     np.testing.assert_allclose(np.abs((many[2][0] * one[2][0]).sum(1)), 1.0, atol=1e-9)  # the same normals, either side
     np.testing.assert_allclose(many[2][1], one[2][1], atol=1e-12)
     np.testing.assert_allclose(many[3], one[3], atol=1e-12)
+    # the finer-or-wider choice of normals, rows a chunk at a time, and its subset search
+    from inr.data import surfaces
+
+    subset = np.sort(rng.choice(len(cloud), 900, replace=False))
+    near = surfaces._nearest_of_subset(cloud, subset)
+    brute = np.argsort(((cloud[:, None] - cloud[subset][None]) ** 2).sum(-1), axis=1, kind="stable")[:, :surfaces.SUBSET_NEAREST]
+    assert near.dtype == np.int32 and (near == brute).mean() > 0.999  # ties aside
+    normals, variation = one[2]
+    wide, wide_variation = _pca(cloud[subset], None)
+    whole = [surfaces._finer_or_wider(normals, variation, near, wide, wide_variation, oriented) for oriented in (False, True)]
+    monkeypatch.setattr(surfaces, "FINER_CHUNK", 333)
+    for oriented, w in zip((False, True), whole):
+        assert np.array_equal(surfaces._finer_or_wider(normals, variation, near, wide, wide_variation, oriented), w)
+    assert not np.array_equal(whole[0], normals)  # some points took the wider normal
     # the native PCA of a chunk's rows is those rows of the whole
     pts = torch.from_numpy(cloud)
     idx = knn(pts, pts, 16)[0]

@@ -28,6 +28,9 @@ spanning tree's edges)."""
 JOIN_AT_MOST, JOIN_SAMPLE, JOIN_PAIRS = 64, 4096, 8
 """`_join_parts`: the most parts turned to agree, the points of each that look for the closest
 pairs, and the pairs that vote."""
+FINER_CHUNK = 1 << 18
+"""Points whose finer-or-wider normal `_finer_or_wider` decides at once (all at once, a 10-million-
+point scan's temporaries took 1.3 GB)."""
 PCA_CHUNK = 65_536
 """Points whose covariances `_pca` decomposes at once (and whose neighbourhoods the twin holds:
 47 MB of float64)."""
@@ -140,7 +143,6 @@ def plain_normals(points: np.ndarray, orient_at_most: int = ORIENT_AT_MOST, side
 
 def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, towards=None, up=None) -> np.ndarray:
     """`estimate_normals` with open3d (`o3d`, the module) or without it (None)."""
-    from ..pointcloud.knn import nearest
     from .orientation import (face_stations, face_up, one_station, prefer_visible, sides_like, sides_where_known,
                               turn_inverted_parts)
 
@@ -174,7 +176,7 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, tow
         wide, wide_variation = _pca(points[subset], o3d)
         if large:
             wide = orient(points[subset], wide)
-        _, near = nearest(points, points[subset], SUBSET_NEAREST)
+        near = _nearest_of_subset(points, subset)
         normals = _finer_or_wider(normals, variation, near, wide, wide_variation, oriented=large)
     if not large:
         normals = orient(points, normals)
@@ -184,6 +186,21 @@ def _estimate(points: np.ndarray, o3d, orient_at_most: int, sides_from=None, tow
     if towards is not None:
         normals = face_stations(points, normals, np.asarray(towards[0], np.float64) - centre, np.asarray(towards[1], np.float64))
     return normals if up is None else face_up(normals, np.asarray(up, np.float64))
+
+
+def _nearest_of_subset(points: np.ndarray, subset: np.ndarray) -> np.ndarray:
+    """Each point's SUBSET_NEAREST nearest points of points[subset], as int32 rows into the subset,
+    searched a chunk at a time (`knn_chunks`; with their distances, as int64, a 10-million-point
+    scan's took 570 MB)."""
+    import torch
+
+    from ..pointcloud.knn import knn_chunks
+
+    cloud = torch.from_numpy(np.ascontiguousarray(points, dtype=np.float64))
+    near = np.empty((len(points), min(SUBSET_NEAREST, len(subset))), np.int32)
+    for start, idx, _ in knn_chunks(cloud, cloud[torch.from_numpy(subset)], SUBSET_NEAREST):
+        near[start:start + len(idx)] = idx.numpy()
+    return near
 
 
 def _finer_or_wider(normals: np.ndarray, variation: np.ndarray, near: np.ndarray, wide: np.ndarray,
@@ -198,23 +215,29 @@ def _finer_or_wider(normals: np.ndarray, variation: np.ndarray, near: np.ndarray
     region: the mean own variation of the points nearest to each subset point, averaged over
     the SUBSET_NEAREST (one point's own variation is itself noisy). oriented: the wide normals
     have their sides, and the own normals take the side their subset points agree on; else the
-    5 wide normals take the side of the nearest before they are averaged (orientation follows)."""
+    5 wide normals take the side of the nearest before they are averaged (orientation follows).
+    Rows go FINER_CHUNK at a time (each holds a few (rows, 3) arrays)."""
     counts = np.bincount(near[:, 0], minlength=len(wide))
     fine = np.bincount(near[:, 0], variation, len(wide)) / np.maximum(counts, 1)
-    first = wide[near[:, 0]]
-    mean, fine_sum, wide_sum = np.zeros_like(normals), np.zeros(len(normals)), np.zeros(len(normals))
-    for j in range(near.shape[1]):  # (N, 3) at a time: an (N, k, 3) gather cost 2 s of 1M points' 10
-        w = wide[near[:, j]]
-        if not oriented:
-            w *= np.sign(np.einsum("nd,nd->n", w, first) + 1e-12)[:, None]
-        mean += w
-        fine_sum += fine[near[:, j]]
-        wide_sum += wide_variation[near[:, j]]
-    if oriented:
-        normals = np.where((np.einsum("nd,nd->n", mean, normals) < 0)[:, None], -normals, normals)
-    length = np.linalg.norm(mean, axis=1, keepdims=True)
-    use_own = (fine_sum <= wide_sum) | (length[:, 0] < 1e-6)
-    return np.where(use_own[:, None], normals, mean / np.maximum(length, 1e-12))
+    out = np.empty_like(normals)
+    for start in range(0, len(normals), FINER_CHUNK):
+        rows = near[start:start + FINER_CHUNK]
+        own = normals[start:start + FINER_CHUNK]
+        first = wide[rows[:, 0]]
+        mean, fine_sum, wide_sum = np.zeros_like(own), np.zeros(len(own)), np.zeros(len(own))
+        for j in range(rows.shape[1]):  # (n, 3) at a time: an (N, k, 3) gather cost 2 s of 1M points' 10
+            w = wide[rows[:, j]]
+            if not oriented:
+                w *= np.sign(np.einsum("nd,nd->n", w, first) + 1e-12)[:, None]
+            mean += w
+            fine_sum += fine[rows[:, j]]
+            wide_sum += wide_variation[rows[:, j]]
+        if oriented:
+            own = np.where((np.einsum("nd,nd->n", mean, own) < 0)[:, None], -own, own)
+        length = np.linalg.norm(mean, axis=1, keepdims=True)
+        use_own = (fine_sum <= wide_sum) | (length[:, 0] < 1e-6)
+        out[start:start + FINER_CHUNK] = np.where(use_own[:, None], own, mean / np.maximum(length, 1e-12))
+    return out
 
 
 def _pca(points: np.ndarray, o3d, backend: str = "auto") -> tuple[np.ndarray, np.ndarray]:

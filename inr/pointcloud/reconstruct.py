@@ -355,10 +355,6 @@ def to_voxel_units(points: torch.Tensor, frame: Frame) -> torch.Tensor:
     return (points - frame.centre) / frame.voxel
 
 
-def from_voxel_units(u: torch.Tensor, frame: Frame) -> torch.Tensor:
-    return u * frame.voxel + frame.centre
-
-
 MOMENT_PAIRS = ([0, 1, 2, 0, 0, 1], [0, 1, 2, 1, 2, 2])
 """Coordinate pairs of the covariance features: xx, yy, zz, xy, xz, yz."""
 
@@ -737,7 +733,8 @@ class Reconstructor(nn.Module):
             if len(rows):
                 chunks.append(self._points(x, out, rows, u_t).reshape(-1, 3))
         pts = torch.cat(chunks) if chunks else u.new_zeros(0, 3)
-        return from_voxel_units(pts, frame)
+        del chunks
+        return pts.mul_(frame.voxel).add_(frame.centre)  # to world units in place (35M points on a 10M-point scan)
 
     @staticmethod
     def _tile_starts(ijk: torch.Tensor, lo: torch.Tensor, tile: int) -> list:
