@@ -106,7 +106,7 @@ def _with_context(points: np.ndarray, core: np.ndarray, spacing: float) -> np.nd
 def _nearest_is(queries: np.ndarray, points: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """Whether each query's nearest point is one of `mask`'s, a chunk of queries at a time (`knn_chunks`):
     a band's network output can be several times the scan (35 million points for a 9.5-million-point
-    scan's band of 5 million), and its search at once held ~3 GB more."""
+    scan's band of 5 million), and one search of them all held 5.8 GB."""
     keep = np.empty(len(queries), bool)
     for start, idx, _ in knn_chunks(torch.from_numpy(queries), torch.from_numpy(points), 1):
         keep[start:start + len(idx)] = mask[idx[:, 0].numpy()]

@@ -86,8 +86,8 @@ class KnnSearch:
         """`knn` of the queries: (indices (Q, k) int64, squared distances (Q, k) float32)."""
         if queries is self.points or len(queries) <= KNN_CHUNK:
             return self._query(queries, same=queries is self.points)
-        # other queries a chunk at a time into the result: a search's own copies of its queries
-        # (float32, the KD-tree's tensors, int32 indices) take ~50 bytes each, 5.8 GB for 35 million at once
+        # other queries a chunk at a time into the result: a search's own copies of its queries (float32,
+        # the KD-tree's tensors, int32 indices) took ~150 bytes each, 5.8 GB in all for 35 million at k = 1
         idx = torch.empty(len(queries), self.k, dtype=torch.long, device=queries.device)
         d2 = torch.empty(len(queries), self.k, device=queries.device)
         for start, i, d in self.chunks(queries):
