@@ -37,7 +37,7 @@ from typing import Callable, List, NamedTuple, Tuple
 import numpy as np
 import torch
 
-from .knn import knn_chunks
+from .knn import knn, knn_chunks
 from .mls import mls_fill, mls_project
 
 BAND_FACTOR, BAND_NEIGHBOURS = 2.0, 16
@@ -92,10 +92,8 @@ def _with_context(points: np.ndarray, core: np.ndarray, spacing: float) -> np.nd
     mask = core.copy()
     if len(others) == 0:
         return mask
-    reach = np.empty(len(others), bool)
-    for start, _, d2 in knn_chunks(torch.from_numpy(points[others]), torch.from_numpy(points[core]), 1):
-        reach[start:start + len(d2)] = np.sqrt(d2[:, 0].double().numpy()) <= CONTEXT_SPACINGS * spacing
-    near = others[reach]
+    _, d2 = knn(torch.from_numpy(points[others]), torch.from_numpy(points[core]), 1)  # in chunks (`knn`)
+    near = others[np.sqrt(d2[:, 0].double().numpy()) <= CONTEXT_SPACINGS * spacing]
     if len(near):
         cells = np.floor((points[near] - points.min(0)) / spacing).astype(np.int64)
         _, first = np.unique(cells, axis=0, return_index=True)

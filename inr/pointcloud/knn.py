@@ -45,11 +45,6 @@ def knn(queries: torch.Tensor, points: torch.Tensor, k: int, backend: str = "aut
     (indices (Q, k') int64, squared distances (Q, k') float32). backend: 'native' (the grid),
     'kdtree' (open3d's or scipy's), or 'auto' (the grid where the native kernels build, for
     NATIVE_AT_LEAST points or more and k >= 4)."""
-    if len(points) == 0:
-        raise ValueError("knn needs at least one point to search")
-    k = min(int(k), len(points))
-    if len(queries) == 0:
-        return torch.zeros(0, k, dtype=torch.long, device=queries.device), torch.zeros(0, k, device=queries.device)
     return KnnSearch(points, k, backend)(queries)
 
 
