@@ -239,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
                        ("reconstruct", "denoise and densify at once")):
         p = psub.add_parser(name, help=what, description=f"{what[0].upper() + what[1:]}, with the trained "
                             "two-stage network (the shipped weights, or --weights). Colours of the input, if any, "
-                            "go to each output point from its nearest input point.")
+                            "go to each output point from its nearest input point. Finished stages are kept in "
+                            "OUT.partial until OUT is written: the same command run again after a kill resumes there.")
         p.add_argument("inp", metavar="IN")
         p.add_argument("out_positional", metavar="OUT", nargs="?", help="output file (or --out FILE)")
         p.add_argument("--out", metavar="FILE", help="output file: .ply, .pcd, .npy, .las, .laz, .xyz, .txt, .asc or .csv")
@@ -271,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "estimate and orient normals (kept from the file when nothing moved the points), then mesh it: "
                         "sdf (default) fits a signed distance field (fit-sdf; its run folder OUT-run and the oriented "
                         "cloud OUT-oriented.ply are kept beside OUT), poisson is Open3D's screened Poisson, ball-pivoting "
-                        "Open3D's ball pivoting.")
+                        "Open3D's ball pivoting. The network's denoising keeps its finished stages in OUT.partial: the same "
+                        "command run again after a kill resumes there.")
     p.add_argument("inp", metavar="IN")
     p.add_argument("out", metavar="OUT", help="mesh file: .ply, .obj or .glb")
     p.add_argument("--method", choices=["sdf", "poisson", "ball-pivoting"], default="sdf", help="default sdf")
@@ -349,6 +351,11 @@ def _mixed_note(r) -> str:
     return f"; {n:,} mixed pixels (returns between two surfaces at depth edges) left out first" if n else ""
 
 
+def _resumed_note(r) -> str:
+    done = r.get("resumed") or []
+    return f"; resumed: {len(done)} stage{'s' * (len(done) > 1)} ({', '.join(done)}) kept from a run that stopped" if done else ""
+
+
 def cmd_pointcloud(args: argparse.Namespace) -> int:
     import json
 
@@ -367,7 +374,7 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
               + f" from {r['input_points']:,} points (denoise {r['denoise']}, normals {r['normals']}, "
               f"{r['method']}) in {r['seconds']:.1f} s" + (f"; the SDF run is {r['run']}" if "run" in r else "")
               + (f"; {r['strays_left_out']:,} stray points far from the rest left out" if r["strays_left_out"] else "")
-              + _mixed_note(r))
+              + _mixed_note(r) + _resumed_note(r))
         _print_warning(r)
         return 0
     if args.pointcloud_command in ("denoise", "densify", "reconstruct"):
@@ -383,7 +390,8 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
                          progress=not args.no_progress, device=args.device, normals=args.normals,
                          precision=args.precision, keep_mixed=args.keep_mixed_pixels)
         normals = (" with normals" + (f" (sides from {r['sides_from']})" if r["sides_from"] else "")) if r["normals"] else ""
-        print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})" + _mixed_note(r))
+        print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})" + _mixed_note(r)
+              + _resumed_note(r))
         _print_warning(r)
         return 0
     r = evaluate_files(Path(args.pred), Path(args.gt), args.threshold, args.drop_duplicates)
@@ -540,7 +548,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"inr: {exc}", file=sys.stderr)
         return EXIT_SIGTERM if exc.signal == "SIGTERM" else EXIT_SIGINT
     except KeyboardInterrupt as exc:
-        print(f"inr: {exc or 'interrupted'}", file=sys.stderr)
+        print(f"inr: {str(exc) or 'interrupted'}", file=sys.stderr)
         return EXIT_SIGINT
     except TrainingDiverged as exc:
         print(f"inr: error: {exc}", file=sys.stderr)

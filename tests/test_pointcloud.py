@@ -1204,6 +1204,46 @@ def test_denoise_by_band_routes_each_band_by_its_noise_to_spacing_ratio():
     assert [bl.output for bl in bands2] == [2 * bl.points for bl in bands2] and len(more) == 2 * len(x)
 
 
+class _Killed(Exception):
+    pass
+
+
+def test_denoise_by_band_killed_part_way_resumes_from_its_finished_bands(tmp_path):
+    import numpy as np
+
+    from inr.pointcloud.bands import denoise_by_band
+    from inr.tasks.stages import Stages
+
+    rng = np.random.default_rng(3)
+    # two patches the network takes (noise / spacing ~1) and one kept as scanned
+    x = np.concatenate([_patch(rng, 0.0, 0.01, 0.01), _patch(rng, 3.0, 0.01 * 2 ** 3.5, 0.1),
+                        _patch(rng, 15.0, 0.01 * 2 ** 7.5, 0.001)])
+    seen = []
+
+    def flatten(pts):
+        seen.append(len(pts))
+        return np.c_[pts[:, :2], np.zeros(len(pts))]
+
+    whole, bands = denoise_by_band(x, flatten, 2.0, seed=0)
+    assert [b.route for b in bands] == ["network", "network", "kept"] and seen == [2500, 2500]
+
+    def dies_second(pts):  # killed while the network runs on the second band
+        if seen:
+            raise _Killed
+        return flatten(pts)
+
+    seen.clear()
+    key = {"scan": "three patches"}
+    with pytest.raises(_Killed):
+        denoise_by_band(x, dies_second, 2.0, 0, Stages(tmp_path / "p", key))
+    assert sorted(f.name for f in (tmp_path / "p").glob("*.npz")) == ["band-0.npz", "mls.npz", "spacing.npz"]
+    seen.clear()
+    stages = Stages(tmp_path / "p", key)
+    again, bands2 = denoise_by_band(x, flatten, 2.0, 0, stages)
+    assert seen == [2500] and stages.reused == ["spacing", "mls", "band-0"]  # only the second band ran again
+    assert np.array_equal(again, whole) and bands2 == bands
+
+
 def _with_outliers(points, share, seed=1):
     """points with `share` of them replaced by points uniform in their box; (cloud, outlier mask)."""
     import numpy as np
@@ -1301,6 +1341,54 @@ def test_network_commands_denoise_a_scan_of_widely_varying_spacing_by_band(tmp_p
 
     pts, how, warning = denoise(np.load(tmp_path / "in.npy"), "network", str(tiny_weights))
     assert len(pts) == 3000 and how.startswith("network, by spacing band: ") and warning is None
+
+
+def test_network_commands_resume_a_killed_run_with_the_same_output(tmp_path, tiny_weights, capsys, monkeypatch):
+    import numpy as np
+
+    import inr.tasks.pointcloud as tp
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud
+
+    np.save(tmp_path / "in.npy", _station_scan(3000))
+    args = ["pointcloud", "densify", str(tmp_path / "in.npy"), "--factor", "2", "--weights", str(tiny_weights),
+            "--no-progress"]
+    assert main(args + ["--out", str(tmp_path / "whole.ply")]) == 0
+    assert "resumed" not in capsys.readouterr().out and not (tmp_path / "whole.ply.partial").exists()
+    import inr.data.surfaces as surfaces  # process_file looks scan_normals up there when it is wanted
+
+    def killed(*a, **k):  # the run is killed after its bands, while the normals are estimated
+        raise KeyboardInterrupt
+
+    partial = tmp_path / "out.ply.partial"
+    with monkeypatch.context() as m:
+        m.setattr(surfaces, "scan_normals", killed)
+        assert main(args + ["--out", str(tmp_path / "out.ply")]) == 130  # Ctrl-C's exit code
+    assert capsys.readouterr().err.strip() == f"inr: interrupted; the same command resumes from {partial}"
+    assert (partial / "key.json").is_file() and (partial / "band-0.npz").is_file() and not (tmp_path / "out.ply").exists()
+    calls = []
+    network = tp._network
+
+    def counted(*a, **k):
+        run, path, bf16 = network(*a, **k)
+        return (lambda pts: calls.append(len(pts)) or run(pts)), path, bf16
+
+    monkeypatch.setattr(tp, "_network", counted)
+    assert main(args + ["--out", str(tmp_path / "out.ply")]) == 0
+    captured = capsys.readouterr()
+    assert calls == []  # every band was kept: the network did not run again
+    assert f"inr: resuming from {partial}" in captured.err and "; resumed: " in captured.out
+    assert not partial.exists()
+    a, b = read_cloud(tmp_path / "whole.ply"), read_cloud(tmp_path / "out.ply")
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])  # the same points and normals
+    # another input for the same output: the kept stages are not its own, and it starts afresh
+    with monkeypatch.context() as m:
+        m.setattr(surfaces, "scan_normals", killed)
+        assert main(args + ["--out", str(tmp_path / "out.ply")]) == 130
+    assert len(calls) == 1 and partial.is_dir()
+    np.save(tmp_path / "in.npy", _station_scan(3000, seed=1))
+    assert main(args + ["--out", str(tmp_path / "out.ply")]) == 0
+    assert len(calls) == 2 and "resuming" not in capsys.readouterr().err and not partial.exists()
 
 
 def test_denoise_open3d_baseline_removes_far_outliers(tmp_path, capsys):

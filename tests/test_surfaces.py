@@ -557,6 +557,37 @@ def test_pointcloud_mesh_of_a_cloud_the_network_keeps_nothing_of_is_one_line_exi
     err = capsys.readouterr().err
     assert "few.npy" in err and "0 points are left after denoising (network)" in err and "Traceback" not in err
     assert not (tmp_path / "m.ply").exists() and not (tmp_path / "m-oriented.ply").exists()
+    assert not (tmp_path / "m.ply.partial").exists()  # its stages are not kept: the same input fails the same way
+
+
+def test_pointcloud_mesh_resumes_its_network_denoising_after_a_kill(tmp_path, capsys, monkeypatch):
+    import inr.pointcloud.classical as classical
+
+    np.save(tmp_path / "in.npy", _sphere_points(4000, noise=0.01))
+    args = ["pointcloud", "mesh", str(tmp_path / "in.npy"), "--method", "poisson", "--no-progress"]
+    poisson, given = classical.poisson, []
+
+    def seen(points, normals, *a):  # what Poisson meshes (its own output's vertex order is not repeatable)
+        given.append((points.copy(), normals.copy()))
+        return poisson(points, normals, *a)
+
+    def killed(*a, **k):  # Ctrl-C while Poisson meshes the denoised, oriented points
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(classical, "poisson", seen)
+    assert main(args[:3] + [str(tmp_path / "whole.ply")] + args[3:]) == 0
+    capsys.readouterr()
+    partial = tmp_path / "m.ply.partial"
+    with monkeypatch.context() as m:
+        m.setattr(classical, "poisson", killed)
+        assert main(args[:3] + [str(tmp_path / "m.ply")] + args[3:]) == 130
+    assert capsys.readouterr().err.strip() == f"inr: interrupted; the same command resumes from {partial}"
+    assert sorted(f.name for f in partial.glob("*.npz")) == ["network.npz", "normals.npz"]
+    assert main(args[:3] + [str(tmp_path / "m.ply")] + args[3:]) == 0
+    out = capsys.readouterr().out
+    assert "; resumed: 2 stages (network, normals) kept from a run that stopped" in out and not partial.exists()
+    assert len(given) == 2 and all(np.array_equal(x, y) for x, y in zip(*given))  # the same points and normals
+    assert (tmp_path / "m.ply").is_file()
 
 
 def test_pointcloud_mesh_poisson_and_sdf(tmp_path, capsys):

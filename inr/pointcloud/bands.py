@@ -32,7 +32,7 @@ as well, it lost (0.272-0.422 against 0.253-0.359).
 
 from __future__ import annotations
 
-from typing import Callable, List, NamedTuple, Tuple
+from typing import Callable, Dict, List, NamedTuple, Tuple
 
 import numpy as np
 import torch
@@ -111,36 +111,57 @@ def _nearest_is(queries: np.ndarray, points: np.ndarray, mask: np.ndarray) -> np
     return keep
 
 
+Stages = Callable[[str, Callable[[], Dict[str, np.ndarray]]], Dict[str, np.ndarray]]
+"""(a stage's name, what computes its arrays) -> those arrays: computed, or kept from a run that was
+killed (`inr.tasks.stages.Stages`)."""
+
+
+def compute_all(name: str, compute: Callable[[], Dict[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+    """The `Stages` of a run that keeps nothing: every stage computed."""
+    return compute()
+
+
 def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarray], factor: float = 1.0,
-                    seed: int = 0) -> Tuple[np.ndarray, List[Band]]:
+                    seed: int = 0, stages: Stages = compute_all) -> Tuple[np.ndarray, List[Band]]:
     """(the denoised cloud, float64 (about factor x N, 3); its bands, finest first). network: a
-    cloud (M, 3) float64 -> the network's points for it (float64)."""
+    cloud (M, 3) float64 -> the network's points for it (float64). stages: each step's arrays go
+    through it (the spacing bands, the MLS projection, each band's output), so that a run killed
+    part way can reuse those it finished."""
     x = np.ascontiguousarray(points, dtype=np.float64)
-    band, nearest = spacing_bands(x)
-    projected = mls_project(x)
+    spaced = stages("spacing", lambda: dict(zip(("band", "nearest"), spacing_bands(x))))
+    band, nearest = spaced["band"], spaced["nearest"]
+    projected = stages("mls", lambda: {"projected": mls_project(x)})["projected"]
     moved = np.linalg.norm(x - projected, axis=1)
     outs, bands = [], []
     for b in np.unique(band):
         core = band == b
-        count, want = int(core.sum()), max(1, int(round(factor * core.sum())))
-        spacing, noise = float(np.median(nearest[core])), float(np.median(moved[core])) / GAUSSIAN_MAD
-        route = _route(noise / spacing if spacing > 0 else np.inf, count)
-        if route == "network":
-            run = _with_context(x, core, spacing)
-            pts = network(x[run])
-            if len(pts):
-                pts = pts[_nearest_is(pts, x, core)]
-            if len(pts) < 2:  # the network kept nothing of this band: its projection instead
-                route, pts = "mls", projected[core]
-        elif route == "mls":
-            pts = projected[core]
-        else:
-            little = moved[core] <= MOVE_LIMIT * noise
-            pts = np.where(little[:, None], projected[core], x[core])
-        out = mls_fill(pts, want, seed)
-        outs.append(out)
-        bands.append(Band(count, spacing, noise, route, len(out)))
+        done = stages(f"band-{b}", lambda: _one_band(x, core, nearest, projected, moved, network, factor, seed))
+        outs.append(done["points"])
+        count, spacing, noise, output = done["figures"].tolist()
+        bands.append(Band(int(count), spacing, noise, str(done["route"]), int(output)))
     return np.concatenate(outs), bands
+
+
+def _one_band(x: np.ndarray, core: np.ndarray, nearest: np.ndarray, projected: np.ndarray, moved: np.ndarray,
+              network: Callable[[np.ndarray], np.ndarray], factor: float, seed: int) -> Dict[str, np.ndarray]:
+    """One band's output points, route and figures (count, spacing, noise, output count)."""
+    count, want = int(core.sum()), max(1, int(round(factor * core.sum())))
+    spacing, noise = float(np.median(nearest[core])), float(np.median(moved[core])) / GAUSSIAN_MAD
+    route = _route(noise / spacing if spacing > 0 else np.inf, count)
+    if route == "network":
+        run = _with_context(x, core, spacing)
+        pts = network(x[run])
+        if len(pts):
+            pts = pts[_nearest_is(pts, x, core)]
+        if len(pts) < 2:  # the network kept nothing of this band: its projection instead
+            route, pts = "mls", projected[core]
+    elif route == "mls":
+        pts = projected[core]
+    else:
+        little = moved[core] <= MOVE_LIMIT * noise
+        pts = np.where(little[:, None], projected[core], x[core])
+    out = mls_fill(pts, want, seed)
+    return {"points": out, "route": np.array(route), "figures": np.array([count, spacing, noise, len(out)], np.float64)}
 
 
 def describe(bands: List[Band]) -> str:

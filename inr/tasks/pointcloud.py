@@ -4,8 +4,9 @@ run starts, so that the command line starts without Lightning)."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Dict, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from ..data.pointclouds import read_cloud
 from ..errors import InputError
 from ..pointcloud.metrics import compare
 from .base import Task, register_task
+
+if TYPE_CHECKING:
+    from ..pointcloud.bands import Stages
 
 DEFAULT_THRESHOLD_SHARE = 0.01
 """F-score threshold when none is given: this share of the ground truth's bounding-box diagonal."""
@@ -130,14 +134,15 @@ class Denoised(NamedTuple):
 
 def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weights: Optional[Path] = None,
                     voxel: Optional[float] = None, device: str = "auto", progress: bool = False,
-                    precision: str = "32", seed: int = 0) -> Denoised:
+                    precision: str = "32", seed: int = 0, stages: Optional[Stages] = None) -> Denoised:
     """want points of the cloud's surface by the network (`Denoised`). A cloud whose spacing varies
     past SPREAD_WARN is denoised band by band of like spacing (`inr.pointcloud.bands`), unless a
     voxel is given: then the network runs at it on the whole cloud, with `spacing_warning`
     (`instead`: what the command offers in its place). Outliers scattered through the volume in
     larger numbers than the network trained with are left out before it runs on a whole cloud
-    (`inr.pointcloud.strays.scattered`)."""
-    from ..pointcloud.bands import denoise_by_band, describe
+    (`inr.pointcloud.strays.scattered`). stages: the steps' arrays go through it (`inr.pointcloud.bands.Stages`,
+    as `network_stages` makes them), so that a run killed part way reuses those it finished."""
+    from ..pointcloud.bands import compute_all, denoise_by_band, describe
     from ..pointcloud.knn import spacing_spread
     from ..pointcloud.mls import mls_fill
     from ..pointcloud.strays import scattered
@@ -146,16 +151,17 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
     method = f"network {path}"
     if precision == "bf16":
         method += " in bf16" if bf16 else " in float32: bf16 products need the native kernels on a CPU with AVX512-BF16"
+    stages = stages or compute_all
     spread = spacing_spread(points)
     if voxel is None and spread > SPREAD_WARN:
-        result, bands = denoise_by_band(points, run, want / len(points), seed)
+        result, bands = denoise_by_band(points, run, want / len(points), seed, stages)
         by_band = describe(bands)
         return Denoised(result, f"{method}, {by_band}", None, by_band)
     warning = spacing_warning(spread, inp, instead)
     far = scattered(points, seed)
     if far.any():
         method += f", {int(far.sum()):,} outliers scattered through the volume ({far.mean():.0%}) left out before it"
-    pts = run(points[~far] if far.any() else points)
+    pts = stages("network", lambda: {"points": run(points[~far] if far.any() else points)})["points"]
     if len(pts) < want:  # the network gives at most points_per_voxel per occupied voxel
         method += f" ({len(pts):,} points, filled in between on their MLS surface)"
     return Denoised(mls_fill(pts, want, seed), method, warning, None)
@@ -192,31 +198,37 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     points, colors = scan.points, scan.colors
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
-    warning = None
-    if baseline is not None:
-        if baseline not in BASELINES or mode != "denoise":
-            raise InputError(None, f"--baseline {' or '.join(BASELINES)} is only for denoise")
+    if baseline is not None and (baseline not in BASELINES or mode != "denoise"):
+        raise InputError(None, f"--baseline {' or '.join(BASELINES)} is only for denoise")
+    want = len(points) if mode == "denoise" else int(round(factor * len(points)))
+    warning, stages = None, None
+    if baseline is None:  # the network's run is long on a large scan: resumable after a kill (`OUT.partial`)
+        stages = network_stages(out, scan, want, weights, voxel, device, precision, seed)
+    # a Ctrl-C from here on says that the same command resumes from OUT.partial; bad input removes it
+    with nullcontext() if stages is None else stages.guarded():
         if baseline == "mls":
             from ..pointcloud.mls import MLS_NEIGHBOURS, MLS_PASSES, mls_project
 
             result = mls_project(points)
             method = f"MLS projection (quadric jets, k = {MLS_NEIGHBOURS}, {MLS_PASSES} passes)"
-        else:
+        elif baseline == "open3d":
             result = statistical_outlier_baseline(points)
             method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
-    else:
-        want = len(points) if mode == "denoise" else int(round(factor * len(points)))
-        result, method, warning, _ = network_denoise(points, want, inp, "`--baseline mls`", weights, voxel, device,
-                                                     progress, precision, seed)
-    if len(result) == 0:
-        raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
-    out_colors = None if colors is None else nearest_colours(result, points, colors)
-    out_normals = None
-    if normals:
-        from ..data.surfaces import scan_normals
+        else:
+            result, method, warning, _ = network_denoise(points, want, inp, "`--baseline mls`", weights, voxel, device,
+                                                         progress, precision, seed, stages)
+        if len(result) == 0:
+            raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
+        out_colors = None if colors is None else nearest_colours(result, points, colors)
+        out_normals = None
+        if normals:
+            from ..data.surfaces import scan_normals
 
-        out_normals = scan_normals(result, scan)
-    write_cloud(out, result, out_colors, out_normals)
+            out_normals = (scan_normals(result, scan) if stages is None
+                           else stages("normals", lambda: {"normals": scan_normals(result, scan)})["normals"])
+        write_cloud(out, result, out_colors, out_normals)
+    if stages is not None:
+        stages.finish()
     sides_from = None
     if normals and scan.normals is not None:
         known = int((~np.isnan(scan.normals[:, 0])).sum())
@@ -225,7 +237,26 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         sides_from = "the scanner stations"
     return {"input_points": int(len(points)) + mixed, "mixed_left_out": mixed, "output_points": int(len(result)),
             "method": method, "normals": normals,
-            "sides_from": sides_from, "warning": warning}
+            "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused}
+
+
+def network_stages(out: Path, scan, want: int, weights: Optional[Path], voxel: Optional[float], device: str,
+                   precision: str, seed: int):
+    """The resumable stages (`inr.tasks.stages`) of the network's run on `scan` for a command writing
+    `out`: kept in `OUT.partial` as they finish, reused by the same command run again after a kill
+    (which it says on stderr)."""
+    import sys
+
+    from .stages import file_identity, resumable
+
+    path = Path(weights) if weights else default_weights()
+    stages = resumable(out, scan, {"want": want, "weights": file_identity(path) if path.is_file() else str(path),
+                                   "voxel": voxel, "device": device, "precision": precision, "seed": seed})
+    held = stages.held()
+    if held:
+        print(f"inr: resuming from {stages.folder} ({len(held)} finished stage{'s' * (len(held) > 1)}: "
+              f"{', '.join(held)})", file=sys.stderr)
+    return stages
 
 
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:

@@ -2,12 +2,14 @@
 network, MLS, or not at all), oriented (the file's normals where nothing moved the points; else
 normals estimated on the denoised points, their sides from the file's normals when it has them, or
 facing the scanner stations of an E57 or PTX scan, or an organized PCD's viewpoint), then meshed: a signed distance field fitted with
-`fit-sdf` (a resumable run folder beside OUT), screened Poisson or ball pivoting. A coloured scan
+`fit-sdf` (a resumable run folder beside OUT), screened Poisson or ball pivoting. The network's
+denoising keeps its finished stages in `OUT.partial` (`inr.tasks.stages`): the same command resumes there after a kill. A coloured scan
 gives a coloured mesh (each vertex takes its nearest input point's colour)."""
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -23,10 +25,10 @@ MIN_POINTS = 10
 
 
 def denoise(points: np.ndarray, how: str, weights: Optional[str] = None, voxel: Optional[float] = None,
-            device: str = "auto", progress: bool = False, seed: int = 0, inp: Optional[Path] = None):
+            device: str = "auto", progress: bool = False, seed: int = 0, inp: Optional[Path] = None, stages=None):
     """(the cloud denoised by the network (as many points out as in, spread evenly; a cloud of widely
-    varying spacing band by band, `network_denoise`), by MLS projection, or unchanged ('none');
-    `how` in words; the network's warning or None)."""
+    varying spacing band by band, `network_denoise`, its steps through `stages` where given), by MLS
+    projection, or unchanged ('none'); `how` in words; the network's warning or None)."""
     if how == "none":
         return points, how, None
     if how == "mls":
@@ -36,7 +38,7 @@ def denoise(points: np.ndarray, how: str, weights: Optional[str] = None, voxel: 
     from .pointcloud import network_denoise
 
     out = network_denoise(points, len(points), inp or Path("the cloud"), "`--denoise mls` (or `--denoise none`)",
-                          weights, voxel, device, progress, seed=seed)
+                          weights, voxel, device, progress, seed=seed, stages=stages)
     return out.points, how + (f", {out.bands}" if out.bands else ""), out.warning
 
 
@@ -82,51 +84,64 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
-    cleaned, denoised_by, warning = denoise(points, denoiser, weights, voxel, device, progress, seed, inp)
-    far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
-    given = scan.complete_normals if denoiser == "none" else None  # the file's normals of the points meshed
-    if far.any():
-        cleaned = cleaned[~far]
-        given = None if given is None else given[~far]
-    if len(cleaned) < MIN_POINTS:  # the network keeps no surface of a few scattered points
-        raise InputError(inp, f"{len(cleaned)} points are left after denoising ({denoiser}); a surface needs at least "
-                         f"{MIN_POINTS} (is it a surface scan? --denoise none keeps them all)")
-    if given is not None:
-        how, normals = "the file's", given
-    else:  # estimated on the denoised points; a scanner's normals, or its stations (E57, PTX, PCD viewpoint), give their sides
-        how = "estimated" + (", their sides from the file's" if normals is not None
-                             else ", facing the scanner stations" if towards is not None else "")
-        normals = scan_normals(cleaned, scan)
-    prepared = time.perf_counter() - start
-    result: Dict[str, Any] = {"input_points": len(points) + mixed, "mixed_left_out": mixed, "denoise": denoised_by,
-                              "method": method,
-                              "normals": how,
-                              "strays_left_out": int(far.sum()), "warning": warning}
-    if method == "sdf":
-        from .run import RunOptions, train
+    stages = None
+    if denoiser == "network":  # the long part of a large scan: resumable after a kill (`OUT.partial`)
+        from .pointcloud import network_stages
 
-        write_cloud(oriented, cleaned, None if colors is None else nearest_colours(cleaned, points, colors), normals)
-        overrides = {"train.mesh_resolution": resolution} if resolution else {}
-        if trim is not None:
-            overrides["train.mesh_trim"] = trim
-        opts = RunOptions(task="sdf", input=str(oriented), preset=preset, out=str(run_dir), steps=steps,
-                          time_budget=time_budget, seed=seed, overrides=overrides, device=device, progress=progress,
-                          overwrite=overwrite)
-        r = train(opts)
-        import trimesh
+        stages = network_stages(out, scan, len(points), Path(weights) if weights else None, voxel, device, "32", seed)
+    # a Ctrl-C from here on says that the same command resumes from OUT.partial; bad input removes it
+    with nullcontext() if stages is None else stages.guarded():
+        cleaned, denoised_by, warning = denoise(points, denoiser, weights, voxel, device, progress, seed, inp, stages)
+        far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
+        given = scan.complete_normals if denoiser == "none" else None  # the file's normals of the points meshed
+        if far.any():
+            cleaned = cleaned[~far]
+            given = None if given is None else given[~far]
+        if len(cleaned) < MIN_POINTS:  # the network keeps no surface of a few scattered points
+            raise InputError(inp, f"{len(cleaned)} points are left after denoising ({denoiser}); a surface needs at least "
+                             f"{MIN_POINTS} (is it a surface scan? --denoise none keeps them all)")
+        if given is not None:
+            how, normals = "the file's", given
+        else:  # estimated on the denoised points; a scanner's normals, or its stations (E57, PTX, PCD viewpoint), give their sides
+            how = "estimated" + (", their sides from the file's" if normals is not None
+                                 else ", facing the scanner stations" if towards is not None else "")
+            normals = (scan_normals(cleaned, scan) if stages is None
+                       else stages("normals", lambda: {"normals": scan_normals(cleaned, scan)})["normals"])
+        prepared = time.perf_counter() - start
+        result: Dict[str, Any] = {"input_points": len(points) + mixed, "mixed_left_out": mixed, "denoise": denoised_by,
+                                  "method": method,
+                                  "normals": how,
+                                  "strays_left_out": int(far.sum()), "warning": warning,
+                                  "resumed": [] if stages is None else stages.reused}
+        if method == "sdf":
+            from .run import RunOptions, train
 
-        mesh = trimesh.load(run_dir / "mesh.ply", process=False)
-        result.update({"run": str(run_dir), "oriented": str(oriented), "fit_seconds": r["seconds"], "steps": r["steps"]})
-    else:
-        from ..pointcloud import classical
+            write_cloud(oriented, cleaned, None if colors is None else nearest_colours(cleaned, points, colors), normals)
+            if stages is not None:  # the fit reads the oriented cloud, and resumes itself (`inr fit-sdf --resume`)
+                stages.finish()
+            overrides = {"train.mesh_resolution": resolution} if resolution else {}
+            if trim is not None:
+                overrides["train.mesh_trim"] = trim
+            opts = RunOptions(task="sdf", input=str(oriented), preset=preset, out=str(run_dir), steps=steps,
+                              time_budget=time_budget, seed=seed, overrides=overrides, device=device, progress=progress,
+                              overwrite=overwrite)
+            r = train(opts)
+            import trimesh
 
-        mesh = (classical.poisson(cleaned, normals, poisson_depth, poisson_trim) if method == "poisson"
-                else classical.ball_pivoting(cleaned, normals))
-        if len(mesh.faces) == 0:
-            raise InputError(inp, f"{method} made no faces from this cloud")
-    if colors is not None:  # a coloured scan gives a coloured mesh: each vertex its nearest point's colour
-        paint_mesh(mesh, points, colors)
-    write_mesh(out, mesh)
+            mesh = trimesh.load(run_dir / "mesh.ply", process=False)
+            result.update({"run": str(run_dir), "oriented": str(oriented), "fit_seconds": r["seconds"], "steps": r["steps"]})
+        else:
+            from ..pointcloud import classical
+
+            mesh = (classical.poisson(cleaned, normals, poisson_depth, poisson_trim) if method == "poisson"
+                    else classical.ball_pivoting(cleaned, normals))
+            if len(mesh.faces) == 0:
+                raise InputError(inp, f"{method} made no faces from this cloud")
+        if colors is not None:  # a coloured scan gives a coloured mesh: each vertex its nearest point's colour
+            paint_mesh(mesh, points, colors)
+        write_mesh(out, mesh)
+    if stages is not None:
+        stages.finish()
     result.update({"coloured": colors is not None, "out": str(out), "vertices": int(len(mesh.vertices)), "faces": int(len(mesh.faces)),
                    "prepare_seconds": round(prepared, 3), "seconds": round(time.perf_counter() - start, 3)})
     return result

@@ -1,0 +1,146 @@
+"""Finished stages of a long point-cloud command, kept so that the same command run again after a
+kill picks up where it stopped.
+
+A 10-million-point laser scan takes the network twenty minutes on two cores, band by band
+(`inr.pointcloud.bands`). Each stage's arrays (the spacing bands, the MLS projection, each band's
+output, the normals) are saved as it finishes, in a folder beside the output (`OUT.partial`),
+under a key: a hash of the input's points (and of its normals and stations, which the normals
+depend on) and the command's settings. A run whose key matches the folder's reuses what it holds;
+another key starts the folder afresh. The folder goes when the output has been written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import numpy as np
+
+from .. import __version__
+from ..errors import InputError
+
+FORMAT = 1
+"""Bumped when a stage's content changes meaning: an older folder then starts afresh."""
+KEY_FILE = "key.json"
+
+Arrays = Dict[str, np.ndarray]
+
+
+def partial_folder(out: Path) -> Path:
+    """Where the finished stages of a command writing `out` are kept: `OUT.partial` beside it."""
+    return out.with_name(out.name + ".partial")
+
+
+def array_digest(*arrays: Optional[np.ndarray]) -> str:
+    """A hash of the arrays' shapes, dtypes and bytes (None counts as absent)."""
+    h = hashlib.blake2b(digest_size=20)
+    for a in arrays:
+        if a is None:
+            h.update(b"none;")
+            continue
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape};".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def resumable(out: Path, scan, settings: Dict[str, Any]) -> "Stages":
+    """The stages of a command that writes `out` from `scan` (`inr.data.pointclouds.Scan`, as the
+    network gets it) with `settings` (JSON values: whatever else changes the result)."""
+    key = {"scan": array_digest(scan.points, scan.normals, scan.towards, scan.up), **settings}
+    return Stages(partial_folder(out), key)
+
+
+def file_identity(path: Path) -> List[Any]:
+    """A file's resolved path, size and modification time (a weights file's identity in a key)."""
+    st = Path(path).stat()
+    return [str(Path(path).resolve()), st.st_size, st.st_mtime_ns]
+
+
+class Stages:
+    """`stages(name, compute)`: the arrays `compute()` returns (a dict of numpy arrays), from the
+    folder when a run with the same key saved them, else computed and saved (atomically: a temporary
+    file renamed). `reused` names the stages taken from the folder."""
+
+    def __init__(self, folder: Path, key: Dict[str, Any]) -> None:
+        self.folder = Path(folder)
+        # through JSON once, so that the key compares equal to the one read back (tuples, floats)
+        self.key = json.loads(json.dumps({"format": FORMAT, "inr": __version__, **key}, sort_keys=True))
+        self.reused: List[str] = []
+        self._ready = False
+
+    def _prepare(self) -> None:
+        """The folder holds this key's stages from here on: one of another key is emptied first."""
+        if self._ready:
+            return
+        key_file = self.folder / KEY_FILE
+        if self.folder.exists():
+            if not key_file.is_file():
+                raise InputError(self.folder, "is in the way: the command keeps its finished stages there "
+                                 "(move it, or write the output elsewhere)")
+            try:
+                same = json.loads(key_file.read_text()) == self.key
+            except (OSError, ValueError):
+                same = False
+            if not same:
+                shutil.rmtree(self.folder)
+        if not self.folder.exists():
+            self.folder.mkdir()
+            tmp = key_file.with_name(".tmp-" + KEY_FILE)
+            tmp.write_text(json.dumps(self.key, indent=1, sort_keys=True))
+            os.replace(tmp, key_file)
+        self._ready = True
+
+    def held(self) -> List[str]:
+        """The stages this key finds in the folder (none where the folder is another key's)."""
+        key_file = self.folder / KEY_FILE
+        try:
+            if json.loads(key_file.read_text()) != self.key:
+                return []
+        except (OSError, ValueError):
+            return []
+        return sorted(p.stem for p in self.folder.glob("*.npz"))
+
+    def __call__(self, name: str, compute: Callable[[], Arrays]) -> Arrays:
+        self._prepare()
+        path = self.folder / f"{name}.npz"
+        if path.is_file():
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    value = {k: z[k] for k in z.files}
+                self.reused.append(name)
+                return value
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+                pass  # a damaged file (a kill while the disk was full): computed again
+        value = compute()
+        tmp = path.with_name(f".tmp-{name}.npz")
+        with tmp.open("wb") as f:
+            np.savez(f, **value)
+        os.replace(tmp, path)
+        return value
+
+    @contextmanager
+    def guarded(self) -> Iterator[None]:
+        """Around the command's work: a Ctrl-C inside says that the same command resumes from the
+        folder (where it holds a stage); bad input found inside removes the folder (the same command
+        would meet it again)."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            if not any(self.folder.glob("*.npz")):
+                raise
+            raise KeyboardInterrupt(f"interrupted; the same command resumes from {self.folder}") from None
+        except InputError:
+            self.finish()
+            raise
+
+    def finish(self) -> None:
+        """The output is written: the folder goes."""
+        if (self.folder / KEY_FILE).is_file():
+            shutil.rmtree(self.folder, ignore_errors=True)

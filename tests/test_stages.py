@@ -1,0 +1,74 @@
+"""`inr.tasks.stages`: finished stages kept under a key, reused by the same run, dropped by another."""
+
+import numpy as np
+import pytest
+
+from inr.errors import InputError
+from inr.tasks.stages import Stages, array_digest, partial_folder
+
+
+def _counting():
+    calls = []
+
+    def compute(value):
+        def run():
+            calls.append(value)
+            return {"a": np.arange(value, dtype=np.float64), "name": np.array(f"v{value}")}
+        return run
+
+    return calls, compute
+
+
+def test_stages_are_computed_once_per_key_and_reused(tmp_path):
+    folder = partial_folder(tmp_path / "out.ply")
+    assert folder == tmp_path / "out.ply.partial"
+    calls, compute = _counting()
+    first = Stages(folder, {"scan": "abc", "voxel": None, "weights": ("w.pt", 3)})
+    assert not folder.exists()  # nothing written before a stage
+    got = first("one", compute(3))
+    assert calls == [3] and first.reused == [] and np.array_equal(got["a"], [0, 1, 2])
+    assert (folder / "one.npz").is_file() and not list(folder.glob(".tmp-*"))
+    # the same key (the tuple read back from JSON as a list): taken from the folder, not computed
+    again = Stages(folder, {"scan": "abc", "voxel": None, "weights": ["w.pt", 3]})
+    assert again.held() == ["one"]
+    got = again("one", compute(3))
+    assert calls == [3] and again.reused == ["one"]
+    assert np.array_equal(got["a"], [0, 1, 2]) and str(got["name"]) == "v3"
+    got = again("two", compute(5))  # a stage the first run did not reach: computed
+    assert calls == [3, 5] and again.reused == ["one"] and len(got["a"]) == 5
+    # another key: the folder starts afresh (its stages are not this run's)
+    other = Stages(folder, {"scan": "abd", "voxel": None, "weights": ["w.pt", 3]})
+    assert other.held() == []
+    other("one", compute(4))
+    assert calls == [3, 5, 4] and sorted(p.name for p in folder.glob("*.npz")) == ["one.npz"]
+    other.finish()
+    assert not folder.exists()
+
+
+def test_a_damaged_stage_is_computed_again_and_a_foreign_folder_is_left_alone(tmp_path):
+    folder = tmp_path / "x.ply.partial"
+    calls, compute = _counting()
+    Stages(folder, {"k": 1})("s", compute(2))
+    (folder / "s.npz").write_bytes(b"PK\x03\x04 cut short")  # a kill while the disk filled
+    again = Stages(folder, {"k": 1})
+    assert len(again("s", compute(2))["a"]) == 2 and calls == [2, 2] and again.reused == []
+    assert np.load(folder / "s.npz")["a"].tolist() == [0, 1]  # rewritten whole
+    # a folder of that name that is not a stages folder: an input error, and it is kept
+    mine = tmp_path / "y.ply.partial"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="in the way"):
+        Stages(mine, {"k": 1})("s", compute(2))
+    assert (mine / "notes.txt").read_text() == "mine"
+
+
+def test_array_digest_follows_values_shapes_and_dtypes():
+    a = np.arange(6, dtype=np.float64).reshape(3, 2)
+    assert array_digest(a, None) == array_digest(a.copy(), None)
+    assert array_digest(a) != array_digest(a.reshape(2, 3))
+    assert array_digest(a) != array_digest(a.astype(np.float32))
+    b = a.copy()
+    b[2, 1] = np.nextafter(b[2, 1], 10)
+    assert array_digest(a) != array_digest(b)
+    assert array_digest(a, None) != array_digest(a, a)
+    assert array_digest(np.asfortranarray(a)) == array_digest(a)  # the values, not the memory layout
