@@ -211,7 +211,9 @@ def test_bf16_precision_option(tmp_path):
     assert m["psnr"] > m["curve"][0][2] + 10  # it trains: the loss falls >= 10x
 
 
-def test_sigterm_stops_with_a_checkpoint_and_resume_hint(tmp_path):
+@pytest.mark.parametrize("name, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_stops_with_a_checkpoint_and_resume_hint(tmp_path, name, code):
+    # SIGTERM (`kill PID`) and SIGINT (Ctrl-C; Lightning 2.6 alone exits with status 1 and no checkpoint)
     img = smooth_image(tmp_path / "t.png", 16)
     out = tmp_path / "term"
     cmd = INR + ["fit-image", str(img), "--preset", "relu", "--steps", "100000", "--out", str(out), "--no-progress",
@@ -221,13 +223,13 @@ def test_sigterm_stops_with_a_checkpoint_and_resume_hint(tmp_path):
     while time.time() < deadline and not (out / "logs").exists():
         time.sleep(0.2)
     time.sleep(3.0)  # training is under way
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(getattr(signal, name))
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143  # 128 + SIGTERM, the shell convention
+    assert proc.returncode == code  # 128 + the signal's number, the shell convention
     assert f"resume with --resume {out}" in err and "Traceback" not in err
     ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
     assert ckpt["global_step"] > 0  # written at the stop, not by the (never reached) schedule
     assert not (out / "metrics.json").exists()
     status = json.loads((out / "status.json").read_text())
-    assert status["status"] == "stopped" and status["signal"] == "SIGTERM" and status["step"] == ckpt["global_step"]
+    assert status["status"] == "stopped" and status["signal"] == name and status["step"] == ckpt["global_step"]
     assert main(["runs", str(tmp_path)]) == 0

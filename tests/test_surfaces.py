@@ -590,6 +590,42 @@ def test_pointcloud_mesh_resumes_its_network_denoising_after_a_kill(tmp_path, ca
     assert (tmp_path / "m.ply").is_file()
 
 
+def test_pointcloud_mesh_resumes_a_stopped_fit(tmp_path, capsys, monkeypatch):
+    import lightning
+
+    import inr.tasks.run as run
+
+    np.save(tmp_path / "in.npy", _sphere_points(3000, noise=0.01))
+    args = ["pointcloud", "mesh", str(tmp_path / "in.npy"), str(tmp_path / "m.ply"), "--steps", "60",
+            "--resolution", "32", "--no-progress"]
+    train = run.train
+
+    class Stop(lightning.Callback):  # Ctrl-C at step 20 of the fit (Lightning stops, the run saves a checkpoint)
+        def on_train_batch_end(self, trainer, *a):
+            if trainer.global_step >= 20:
+                raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(run, "train", lambda opts, resume=None: train(opts, resume, callbacks=[Stop()]))
+        assert main(args) == 130
+    partial, fit = tmp_path / "m.ply.partial", tmp_path / "m-run"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"inr: stopped at step 20; the same command resumes from {partial}"
+    assert sorted(f.stem for f in partial.glob("*.npz")) == ["network", "normals", "oriented"]
+    assert (fit / "checkpoints" / "last.ckpt").is_file() and not (tmp_path / "m.ply").exists()
+    assert main(args) == 0  # the same command: the fit goes on from step 20 to 60, the mesh is written
+    assert "; resumed: 2 stages (network, normals) kept from a run that stopped" in capsys.readouterr().out
+    assert json.loads((fit / "metrics.json").read_text())["steps"] == 60
+    assert (tmp_path / "m.ply").is_file() and not partial.exists()
+    assert main(args) == 2 and "already holds a run" in capsys.readouterr().err  # done: no run of it to resume
+    # a stopped fit of another input is not resumed by this command: one line, nothing changed
+    with monkeypatch.context() as m:
+        m.setattr(run, "train", lambda opts, resume=None: train(opts, resume, callbacks=[Stop()]))
+        assert main(args + ["--overwrite"]) == 130
+    np.save(tmp_path / "in.npy", _sphere_points(3000, noise=0.01, seed=5))
+    assert main(args) == 2 and "already holds a run of another input or settings" in capsys.readouterr().err
+    assert partial.is_dir() and (fit / "checkpoints" / "last.ckpt").is_file()
+
+
 def test_pointcloud_mesh_poisson_and_sdf(tmp_path, capsys):
     import trimesh
     from scipy.spatial import cKDTree

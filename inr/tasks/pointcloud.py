@@ -241,17 +241,18 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
 
 
 def network_stages(out: Path, scan, want: int, weights: Optional[Path], voxel: Optional[float], device: str,
-                   precision: str, seed: int):
+                   precision: str, seed: int, more: Optional[Dict[str, Any]] = None):
     """The resumable stages (`inr.tasks.stages`) of the network's run on `scan` for a command writing
-    `out`: kept in `OUT.partial` as they finish, reused by the same command run again after a kill
-    (which it says on stderr)."""
+    `out` (`more`: its other settings that change what it writes): kept in `OUT.partial` as they
+    finish, reused by the same command run again after a kill (which it says on stderr)."""
     import sys
 
     from .stages import file_identity, resumable
 
     path = Path(weights) if weights else default_weights()
     stages = resumable(out, scan, {"want": want, "weights": file_identity(path) if path.is_file() else str(path),
-                                   "voxel": voxel, "device": device, "precision": precision, "seed": seed})
+                                   "voxel": voxel, "device": device, "precision": precision, "seed": seed,
+                                   **(more or {})})
     held = stages.held()
     if held:
         print(f"inr: resuming from {stages.folder} ({len(held)} finished stage{'s' * (len(held) > 1)}: "

@@ -9,7 +9,6 @@ gives a coloured mesh (each vertex takes its nearest input point's colour)."""
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from .outputs import MESH_FORMATS, check_suffix, write_mesh
+from .stages import partial_folder
 
 METHODS = ("sdf", "poisson", "ball-pivoting")
 DENOISERS = ("network", "mls", "none")
@@ -76,7 +76,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
                              "needs no open3d)") from None
     run_dir = out.with_name(f"{out.stem}-run")
     oriented = out.with_name(f"{out.stem}-oriented.ply")
-    if method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite:
+    fitted = method == "sdf" and (run_dir / "checkpoints" / "last.ckpt").exists() and not overwrite
+    if fitted and not partial_folder(out).is_dir():  # no run of this command to resume: before reading the scan
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
     scan, mixed = without_mixed(read_scan(inp, "drop"), keep_mixed)  # zero or NaN normals: unknown (NaN)
@@ -84,13 +85,19 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
     start = time.perf_counter()
-    stages = None
-    if denoiser == "network":  # the long part of a large scan: resumable after a kill (`OUT.partial`)
-        from .pointcloud import network_stages
+    # resumable after a kill (`OUT.partial`): the denoising (long on a large scan), the normals, the fit
+    from .pointcloud import network_stages
 
-        stages = network_stages(out, scan, len(points), Path(weights) if weights else None, voxel, device, "32", seed)
-    # a Ctrl-C from here on says that the same command resumes from OUT.partial; bad input removes it
-    with nullcontext() if stages is None else stages.guarded():
+    stages = network_stages(out, scan, len(points), Path(weights) if weights else None, voxel, device, "32", seed,
+                            {"denoise": denoiser, "method": method, "preset": preset, "resolution": resolution,
+                             "trim": trim, "poisson_depth": poisson_depth, "poisson_trim": poisson_trim})
+    resume_fit = fitted and "oriented" in stages.held() and oriented.is_file()
+    if fitted and not resume_fit:
+        raise InputError(run_dir, "already holds a run of another input or settings: --overwrite to replace it (or "
+                         f"resume it with inr fit-sdf --resume {run_dir})")
+    # a Ctrl-C (or a stopped fit) from here on says that the same command resumes from OUT.partial; bad
+    # input removes it
+    with stages.guarded():
         cleaned, denoised_by, warning = denoise(points, denoiser, weights, voxel, device, progress, seed, inp, stages)
         far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
         given = scan.complete_normals if denoiser == "none" else None  # the file's normals of the points meshed
@@ -105,27 +112,33 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         else:  # estimated on the denoised points; a scanner's normals, or its stations (E57, PTX, PCD viewpoint), give their sides
             how = "estimated" + (", their sides from the file's" if normals is not None
                                  else ", facing the scanner stations" if towards is not None else "")
-            normals = (scan_normals(cleaned, scan) if stages is None
-                       else stages("normals", lambda: {"normals": scan_normals(cleaned, scan)})["normals"])
+            normals = stages("normals", lambda: {"normals": scan_normals(cleaned, scan)})["normals"]
         prepared = time.perf_counter() - start
         result: Dict[str, Any] = {"input_points": len(points) + mixed, "mixed_left_out": mixed, "denoise": denoised_by,
                                   "method": method,
                                   "normals": how,
                                   "strays_left_out": int(far.sum()), "warning": warning,
-                                  "resumed": [] if stages is None else stages.reused}
+                                  "resumed": stages.reused}
         if method == "sdf":
-            from .run import RunOptions, train
+            from .run import RunOptions, RunStopped, train
 
-            write_cloud(oriented, cleaned, None if colors is None else nearest_colours(cleaned, points, colors), normals)
-            if stages is not None:  # the fit reads the oriented cloud, and resumes itself (`inr fit-sdf --resume`)
-                stages.finish()
-            overrides = {"train.mesh_resolution": resolution} if resolution else {}
-            if trim is not None:
-                overrides["train.mesh_trim"] = trim
-            opts = RunOptions(task="sdf", input=str(oriented), preset=preset, out=str(run_dir), steps=steps,
-                              time_budget=time_budget, seed=seed, overrides=overrides, device=device, progress=progress,
-                              overwrite=overwrite)
-            r = train(opts)
+            if resume_fit:  # this command's fit, stopped: it goes on from its checkpoint, as it was started
+                opts = RunOptions(task="sdf", out=str(run_dir), steps=steps, time_budget=time_budget, device=device,
+                                  progress=progress)
+            else:
+                write_cloud(oriented, cleaned, None if colors is None else nearest_colours(cleaned, points, colors), normals)
+                stages("oriented", dict)  # the fit's input is written: the same command resumes the fit from here
+                overrides = {"train.mesh_resolution": resolution} if resolution else {}
+                if trim is not None:
+                    overrides["train.mesh_trim"] = trim
+                opts = RunOptions(task="sdf", input=str(oriented), preset=preset, out=str(run_dir), steps=steps,
+                                  time_budget=time_budget, seed=seed, overrides=overrides, device=device,
+                                  progress=progress, overwrite=overwrite)
+            try:
+                r = train(opts, resume=run_dir if resume_fit else None)
+            except RunStopped as exc:  # the fit's own advice (fit-sdf --resume) gives way to this command's
+                exc.args = (str(exc).split(";")[0],)
+                raise
             import trimesh
 
             mesh = trimesh.load(run_dir / "mesh.ply", process=False)
@@ -140,8 +153,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
         if colors is not None:  # a coloured scan gives a coloured mesh: each vertex its nearest point's colour
             paint_mesh(mesh, points, colors)
         write_mesh(out, mesh)
-    if stages is not None:
-        stages.finish()
+    stages.finish()
     result.update({"coloured": colors is not None, "out": str(out), "vertices": int(len(mesh.vertices)), "faces": int(len(mesh.faces)),
                    "prepare_seconds": round(prepared, 3), "seconds": round(time.perf_counter() - start, 3)})
     return result

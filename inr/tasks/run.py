@@ -383,16 +383,25 @@ def fit_or_stop(trainer, module, data, ckpt: Path, out: Path, resume: bool) -> N
     """trainer.fit, but a run stopped by Ctrl-C or SIGTERM (`kill PID`; Lightning turns it into
     a SystemExit with status 0) keeps a checkpoint of where it stopped, when its parameters are
     finite, and raises RunStopped saying how to resume, instead of writing results."""
+    import signal
+
     import torch
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-    signal_name = None
+    signal_name, on_sigint = None, signal.getsignal(signal.SIGINT)
     try:
         trainer.fit(module, datamodule=data, ckpt_path=str(ckpt) if resume else None, weights_only=True)
         if trainer.interrupted:
             signal_name = "SIGINT"
     except SIGTERMException:
         signal_name = "SIGTERM"
+    except SystemExit:
+        # Lightning (2.6) answers a Ctrl-C during fit by tearing the run down and exiting with status 1,
+        # Ctrl-C ignored from then on: that process kept no checkpoint of where it stopped and said nothing
+        if not trainer.interrupted:
+            raise
+        signal.signal(signal.SIGINT, on_sigint)
+        signal_name = "SIGINT"
     if signal_name is None and getattr(trainer, "received_sigterm", False):
         signal_name = "SIGTERM"
     if signal_name:

@@ -127,15 +127,16 @@ class Stages:
 
     @contextmanager
     def guarded(self) -> Iterator[None]:
-        """Around the command's work: a Ctrl-C inside says that the same command resumes from the
-        folder (where it holds a stage); bad input found inside removes the folder (the same command
-        would meet it again)."""
+        """Around the command's work: a Ctrl-C inside (or a training run stopped by a signal) says
+        that the same command resumes from the folder (where it holds a stage); bad input found inside
+        removes the folder (the same command would meet it again)."""
         try:
             yield
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # or a training run's RunStopped: its type (the exit code) is kept
             if not any(self.folder.glob("*.npz")):
                 raise
-            raise KeyboardInterrupt(f"interrupted; the same command resumes from {self.folder}") from None
+            exc.args = (f"{str(exc) or 'interrupted'}; the same command resumes from {self.folder}",)
+            raise
         except InputError:
             self.finish()
             raise
