@@ -397,8 +397,9 @@ def fit_or_stop(trainer, module, data, ckpt: Path, out: Path, resume: bool) -> N
         signal_name = "SIGTERM"
     except SystemExit:
         # Lightning (2.6) answers a Ctrl-C during fit by tearing the run down and exiting with status 1,
-        # Ctrl-C ignored from then on: that process kept no checkpoint of where it stopped and said nothing
-        if not trainer.interrupted:
+        # Ctrl-C ignored from then on: that process kept no checkpoint of where it stopped and said nothing.
+        # Several processes: it has killed the others (a checkpoint is written by all), so its exit stands
+        if not trainer.interrupted or trainer.world_size > 1:
             raise
         signal.signal(signal.SIGINT, on_sigint)
         signal_name = "SIGINT"
