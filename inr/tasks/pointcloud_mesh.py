@@ -2,9 +2,10 @@
 network, MLS, or not at all), oriented (the file's normals where nothing moved the points; else
 normals estimated on the denoised points, their sides from the file's normals when it has them, or
 facing the scanner stations of an E57 or PTX scan, or an organized PCD's viewpoint), then meshed: a signed distance field fitted with
-`fit-sdf` (a resumable run folder beside OUT), screened Poisson or ball pivoting. The network's
-denoising keeps its finished stages in `OUT.partial` (`inr.tasks.stages`): the same command resumes there after a kill. A coloured scan
-gives a coloured mesh (each vertex takes its nearest input point's colour)."""
+`fit-sdf` (a resumable run folder beside OUT), screened Poisson or ball pivoting. A coloured scan
+gives a coloured mesh (each vertex takes its nearest input point's colour). The finished steps (the
+network's denoising, the normals, the fit's start) are kept in `OUT.partial` (`inr.tasks.stages`):
+the same command run again after a kill goes on from there, a stopped fit from its checkpoint."""
 
 from __future__ import annotations
 

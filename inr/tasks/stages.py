@@ -16,8 +16,8 @@ import json
 import os
 import shutil
 import zipfile
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
