@@ -218,13 +218,21 @@ def test_a_signal_stops_with_a_checkpoint_and_resume_hint(tmp_path, name, code):
     out = tmp_path / "term"
     cmd = INR + ["fit-image", str(img), "--preset", "relu", "--steps", "100000", "--out", str(out), "--no-progress",
                  "--set", "train.checkpoint_every=1000000", "--set", "train.compile=false"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not (out / "logs").exists():
-        time.sleep(0.2)
-    time.sleep(3.0)  # training is under way
-    proc.send_signal(getattr(signal, name))
-    _, err = proc.communicate(timeout=60)
+    # SIGINT as a terminal's Ctrl-C delivers it: a job started in the background by a non-interactive
+    # shell (as CI may run the tests) inherits SIGINT ignored, and Python then never sees it
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (out / "logs").exists():
+            time.sleep(0.2)
+        time.sleep(3.0)  # training is under way
+        proc.send_signal(getattr(signal, name))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # it did not stop: not left running (100,000 steps) for the tests after
+            proc.kill()
+            proc.wait()
     assert proc.returncode == code  # 128 + the signal's number, the shell convention
     assert f"resume with --resume {out}" in err and "Traceback" not in err
     ckpt = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
