@@ -1205,7 +1205,7 @@ def test_denoise_by_band_routes_each_band_by_its_noise_to_spacing_ratio():
 
 
 class _Killed(Exception):
-    pass
+    """A stand-in for a kill, raised by a test's network part way through a run."""
 
 
 def test_denoise_by_band_killed_part_way_resumes_from_its_finished_bands(tmp_path):

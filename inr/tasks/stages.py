@@ -50,6 +50,18 @@ def array_digest(*arrays: Optional[np.ndarray]) -> str:
     return h.hexdigest()
 
 
+def _load(path: Path) -> Optional[Arrays]:
+    """A stage's arrays as saved, or None where there is no file or a damaged one (a kill while the
+    disk was full): that stage is then computed again."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return None
+
+
 def resumable(out: Path, scan, settings: Dict[str, Any]) -> "Stages":
     """The stages of a command that writes `out` from `scan` (`inr.data.pointclouds.Scan`, as the
     network gets it) with `settings` (JSON values: whatever else changes the result)."""
@@ -84,11 +96,7 @@ class Stages:
             if not key_file.is_file():
                 raise InputError(self.folder, "is in the way: the command keeps its finished stages there "
                                  "(move it, or write the output elsewhere)")
-            try:
-                same = json.loads(key_file.read_text()) == self.key
-            except (OSError, ValueError):
-                same = False
-            if not same:
+            if not self._same_key():
                 shutil.rmtree(self.folder)
         if not self.folder.exists():
             self.folder.mkdir()
@@ -97,27 +105,24 @@ class Stages:
             os.replace(tmp, key_file)
         self._ready = True
 
+    def _same_key(self) -> bool:
+        """Whether the folder's key is this run's (False where it has none, or an unreadable one)."""
+        try:
+            return json.loads((self.folder / KEY_FILE).read_text()) == self.key
+        except (OSError, ValueError):
+            return False
+
     def held(self) -> List[str]:
         """The stages this key finds in the folder (none where the folder is another key's)."""
-        key_file = self.folder / KEY_FILE
-        try:
-            if json.loads(key_file.read_text()) != self.key:
-                return []
-        except (OSError, ValueError):
-            return []
-        return sorted(p.stem for p in self.folder.glob("*.npz"))
+        return sorted(p.stem for p in self.folder.glob("*.npz")) if self._same_key() else []
 
     def __call__(self, name: str, compute: Callable[[], Arrays]) -> Arrays:
         self._prepare()
         path = self.folder / f"{name}.npz"
-        if path.is_file():
-            try:
-                with np.load(path, allow_pickle=False) as z:
-                    value = {k: z[k] for k in z.files}
-                self.reused.append(name)
-                return value
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-                pass  # a damaged file (a kill while the disk was full): computed again
+        kept = _load(path)
+        if kept is not None:
+            self.reused.append(name)
+            return kept
         value = compute()
         tmp = path.with_name(f".tmp-{name}.npz")
         with tmp.open("wb") as f:
