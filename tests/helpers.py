@@ -38,10 +38,10 @@ NAN_TETRAHEDRON = "v 0 0 0\nv nan 0 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\nf 1 3 4\nf 1 2
 three faces quietly; the mesh readers must refuse it."""
 
 
-def ptx_scan(local, station, rotation_rows, translation, colours=None, empty=(), columns=1):
+def ptx_scan(local, station, rotation_rows, translation, colours=None, empty=(), columns=1, intensity=None):
     """A PTX scan's text: a grid of `local` points in `columns` columns (a column's rows, then the
     next column's; points listed in `empty` written as 0 0 0, no return), the scanner's
-    registered position and axes, the transform's rows."""
+    registered position and axes, the transform's rows; each point's intensity 0.5 unless given."""
     def numbers(values):
         return " ".join(f"{float(v):.17g}" for v in values)
 
@@ -51,5 +51,6 @@ def ptx_scan(local, station, rotation_rows, translation, colours=None, empty=(),
     lines.append(numbers(list(translation) + [1.0]))
     for i, p in enumerate(local):
         xyz = "0 0 0" if i in empty else numbers(p)
-        lines.append(xyz + " 0.5" + ("" if colours is None else " " + " ".join(str(int(c)) for c in colours[i])))
+        shine = " 0.5" if intensity is None else f" {float(intensity[i]):.17g}"
+        lines.append(xyz + shine + ("" if colours is None else " " + " ".join(str(int(c)) for c in colours[i])))
     return "\n".join(lines) + "\n"

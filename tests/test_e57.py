@@ -144,7 +144,7 @@ def test_normals_of_an_e57_scan_face_the_stations_that_saw_it(tmp_path, capsys):
         e57.close()
     assert read_scan(tmp_path / "mobile.e57")[3] is None
     assert read_scan(tmp_path / "mobile.e57").cells is None
-    points, _, normals, towards, _, origins, cells = read_scan(path)
+    points, _, normals, towards, _, origins, cells, _ = read_scan(path)
     assert np.allclose(origins[:3], SITE + stations[0])
     n_a = int(half.sum())  # each scan's rows and columns as written, the scan's number first
     assert np.array_equal(cells, np.concatenate([np.stack([np.full(n, i), np.arange(n) % 100, np.arange(n) // 100], 1)

@@ -7,7 +7,7 @@ are joined, as a registered project exports them. Points a scanner marks invalid
 cartesianInvalidState or sphericalInvalidState: no return) are left out, and scans stored as
 range, azimuth and elevation become x, y, z. Colours (colorRed/Green/Blue) are scaled by the
 maxima the scan's header declares (255 where it declares none); a file whose scans do not all
-have colours reads without them. Normals (the surface-normals extension's `nor:normalX/Y/Z`
+have colours reads without them; intensities are read as stored, where every scan has them. Normals (the surface-normals extension's `nor:normalX/Y/Z`
 fields, which pye57's own readers leave out) are read through libE57's buffers, the scan's
 invalid points left out and its pose's rotation applied, when every scan has them. Where every
 scan is a stationary scanner's (stored as range, azimuth and elevation, or on a row and column
@@ -44,11 +44,11 @@ def _pye57(path: Path):
 
 
 def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray],
-                                   Optional[np.ndarray]]:
+                                   Optional[np.ndarray], Optional[np.ndarray]]:
     """(points (N, 3) float64 in the file's common frame, colours (N, 3) in [0, 1] or None, normals
     (N, 3) in the common frame as stored (not normalised) or None, each point's scan's station
     (N, 3), or None, each point's scan, row and column (N, 3) int64 (row and column -1 in a scan
-    without them), or None where no scan has them: module docstring)."""
+    without them), or None where no scan has them, intensities (N,) or None: module docstring)."""
     pye57 = _pye57(path)
     try:
         e57 = pye57.E57(str(path), mode="r")
@@ -58,13 +58,15 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
         count = e57.scan_count
         if count == 0:
             raise InputError(path, "holds no scans")
-        points, colours, normals, stations, cells = [], [], [], [], []
+        points, colours, normals, stations, cells, intensities = [], [], [], [], [], []
         for i in range(count):
             header = e57.get_header(i)
             has_colours = all(c in header.point_fields for c in _COLOURS)
             has_grid = "rowIndex" in header.point_fields and "columnIndex" in header.point_fields
+            has_intensity = "intensity" in header.point_fields
             try:
-                scan = e57.read_scan(i, colors=has_colours, transform=True, ignore_missing_fields=True)
+                scan = e57.read_scan(i, colors=has_colours, intensity=has_intensity, transform=True,
+                                     ignore_missing_fields=True)
             except Exception as exc:
                 raise InputError(path, f"scan {i} could not be read ({first_line(exc)})") from None
             points.append(np.stack([np.asarray(scan[k], np.float64) for k in _CARTESIAN], 1))
@@ -77,6 +79,8 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
             grid = (_scan_fields(path, e57, header, pye57, i, ("rowIndex", "columnIndex"), "rows and columns").astype(np.int64)
                     if has_grid else np.full((n, 2), -1))
             cells.append(np.concatenate([np.full((n, 1), i), grid], 1))
+            if has_intensity:
+                intensities.append(np.asarray(scan["intensity"], np.float64))
             if has_colours:
                 raw = np.stack([np.asarray(scan[c], np.float64) for c in _COLOURS], 1)
                 colours.append(raw / _colour_maxima(header))
@@ -88,7 +92,8 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
     if len(stations) == count:
         origins = np.concatenate([np.broadcast_to(station, p.shape) for station, p in zip(stations, points)])
     grids = np.concatenate(cells).astype(np.int64)
-    return np.concatenate(points), colors, normal, origins, grids if (grids[:, 1] >= 0).any() else None
+    intensity = np.concatenate(intensities) if len(intensities) == count else None
+    return np.concatenate(points), colors, normal, origins, grids if (grids[:, 1] >= 0).any() else None, intensity
 
 
 def _scan_normals(path: Path, e57, header, pye57, i: int) -> np.ndarray:

@@ -6,7 +6,8 @@ after reading, so georeferenced scans keep their detail. Colours are 16-bit (som
 8-bit values in them: a file whose colours never exceed 255 is read as 8-bit); a point format
 with colour fields that are all zero has no colours. Normals are not part of any LAS point
 format: they are read from, and written to, extra dimensions NormalX, NormalY, NormalZ (as PDAL
-names them; nx/ny/nz and normal_x/... are read too).
+names them; nx/ny/nz and normal_x/... are read too). Intensities are read as stored (0-65535) and
+written as 16-bit integers (`las_intensity`).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def _laspy(path: Path, suffix: str):
         raise InputError(path, f"{suffix[1:].upper()} files need laspy: {exc}") from None
 
 
-def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
-    """(points (N, 3) float64, colours (N, 3) in [0, 1] or None, normals (N, 3) or None)."""
+def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
+    """(points (N, 3) float64, colours (N, 3) in [0, 1] or None, normals (N, 3) or None, intensities
+    (N,) or None where they are all zero: the writer stored none)."""
     suffix = path.suffix.lower()
     laspy = _laspy(path, suffix)
     try:
@@ -58,11 +60,27 @@ def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
         if all(n in names for n in spelling):
             normals = np.stack([np.asarray(las[names[n]], np.float64) for n in spelling], 1)
             break
-    return points, colors, normals
+    intensity = np.asarray(las.intensity, np.float64)
+    return points, colors, normals, intensity if intensity.any() else None
 
 
-def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray], normals: Optional[np.ndarray]) -> None:
-    """Write LAS 1.2 (point format 2 with colours, 0 without; normals as float32 extra dimensions)
+def las_intensity(values: np.ndarray) -> np.ndarray:
+    """Intensities as LAS's 16-bit integers: whole numbers within 0-65535 (a LAS file's) as they are;
+    else values within [0, 1] (PTX's, most E57 files') times 65535; else (Leica's PTS: -2048 to
+    2047) their range stretched over 0-65535, as the LAS specification asks of a sensor's range."""
+    values = np.asarray(values, np.float64)
+    lo, hi = (float(values.min()), float(values.max())) if len(values) else (0.0, 0.0)
+    if lo >= 0 and hi <= 65535 and np.array_equal(values, np.round(values)):
+        return values.astype(np.uint16)
+    if lo >= 0 and hi <= 1:
+        return np.round(values * 65535).astype(np.uint16)
+    return np.round((values - lo) / ((hi - lo) or 1.0) * 65535).astype(np.uint16)
+
+
+def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray], normals: Optional[np.ndarray],
+              intensity: Optional[np.ndarray] = None) -> None:
+    """Write LAS 1.2 (point format 2 with colours, 0 without; normals as float32 extra dimensions;
+    intensities as `las_intensity`)
     to `tmp`, compressed when `path` ends in .laz. The offset is the box centre and the scale the
     power of ten that fits the half-extent in INT_RANGE steps: a point moves by at most half a
     step, under 3e-9 of the extent."""
@@ -84,4 +102,6 @@ def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nda
     if normals is not None:
         for i, name in enumerate(NORMAL_NAMES):
             las[name] = np.asarray(normals[:, i], np.float32)
+    if intensity is not None:
+        las.intensity = las_intensity(intensity)
     las.write(tmp, do_compress=suffix == ".laz")

@@ -1,7 +1,9 @@
 """Binary PLY files with float64 coordinates, for geometry far from the origin (a georeferenced
 scan, `pointclouds.float32_loses`). trimesh, which the toolkit writes PLY files with, stores
 vertices as float32 only, and open3d (which writes doubles) is an optional extra; this writer
-keeps such files exact on a plain install. trimesh and open3d read what it writes."""
+keeps such files exact on a plain install. trimesh and open3d read what it writes. It writes
+float32 coordinates too when asked (`double=False`), for clouds with intensities, which neither
+library's point-cloud writer used here carries."""
 
 from __future__ import annotations
 
@@ -12,16 +14,21 @@ import numpy as np
 
 
 def write_ply_float64(path: Path, vertices: np.ndarray, faces: Optional[np.ndarray] = None,
-                      colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None) -> None:
-    """Write a binary little-endian PLY: vertices x y z (double), then normals nx ny nz (double)
-    and colours red green blue (uchar, from [0, 1] floats or 0-255 integers) when given, then
-    triangles (uchar count, int vertex indices) when `faces` is an (F, 3) array."""
+                      colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None,
+                      intensity: Optional[np.ndarray] = None, double: bool = True) -> None:
+    """Write a binary little-endian PLY: vertices x y z (double, or float with `double` off), then
+    normals nx ny nz (the same type), colours red green blue (uchar, from [0, 1] floats or 0-255
+    integers) and intensity (float) when given, then triangles (uchar count, int vertex indices)
+    when `faces` is an (F, 3) array."""
     vertices = np.asarray(vertices, np.float64)
-    fields = [("x", "<f8"), ("y", "<f8"), ("z", "<f8")]
+    real = "<f8" if double else "<f4"
+    fields = [("x", real), ("y", real), ("z", real)]
     if normals is not None:
-        fields += [("nx", "<f8"), ("ny", "<f8"), ("nz", "<f8")]
+        fields += [("nx", real), ("ny", real), ("nz", real)]
     if colors is not None:
         fields += [("red", "u1"), ("green", "u1"), ("blue", "u1")]
+    if intensity is not None:
+        fields += [("intensity", "<f4")]
     rows = np.zeros(len(vertices), dtype=fields)
     for axis, name in enumerate("xyz"):
         rows[name] = vertices[:, axis]
@@ -32,8 +39,11 @@ def write_ply_float64(path: Path, vertices: np.ndarray, faces: Optional[np.ndarr
         rgb = colors[:, :3] if colors.dtype == np.uint8 else np.clip(colors[:, :3] * 255.0 + 0.5, 0, 255)
         for axis, name in enumerate(("red", "green", "blue")):
             rows[name] = rgb[:, axis]
+    if intensity is not None:
+        rows["intensity"] = intensity
     header = ["ply", "format binary_little_endian 1.0", f"element vertex {len(rows)}"]
-    header += [f"property {'double' if kind == '<f8' else 'uchar'} {name}" for name, kind in fields]
+    types = {"<f8": "double", "<f4": "float", "u1": "uchar"}
+    header += [f"property {types[kind]} {name}" for name, kind in fields]
     if faces is not None:
         header += [f"element face {len(faces)}", "property list uchar int vertex_indices"]
     with Path(path).open("wb") as f:

@@ -29,11 +29,13 @@ from .e57 import E57_FORMATS, read_e57
 from .las import LAS_FORMATS, read_las, write_las
 from .ply64 import write_ply_float64
 from .ptx import PTX_FORMATS, read_ptx
-from .text_clouds import TEXT_FORMATS, TEXT_WRITE_FORMATS, file_head, read_text_cloud, write_text_cloud
+from .text_clouds import INTENSITY_NAMES, TEXT_FORMATS, TEXT_WRITE_FORMATS, file_head, read_text_cloud, write_text_cloud
 
 FORMATS = (".ply", ".pcd", ".npy") + TEXT_FORMATS + LAS_FORMATS + E57_FORMATS + PTX_FORMATS
 WRITE_FORMATS = tuple(f for f in FORMATS
                       if (f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS) and f not in E57_FORMATS + PTX_FORMATS)
+INTENSITY_FORMATS = tuple(f for f in WRITE_FORMATS if f not in (".npy", ".xyz"))
+"""The formats `write_cloud` writes intensities to."""
 
 
 def _open3d(path: Optional[Path], what: str = "needs open3d"):
@@ -93,11 +95,15 @@ class Scan(NamedTuple):
     """Where the file stores its scans as grids (PTX; E57 with rowIndex and columnIndex; an organized
     PCD), each point's scan, row and column (N, 3) int64 (row and column -1 in a scan stored without
     them; for `inr.pointcloud.mixed`); else None."""
+    intensity: Optional[np.ndarray] = None
+    """Each point's return intensity (N,) as the file stores it (LAS 0-65535, PTX and most E57 0-1,
+    Leica's PTS -2048 to 2047; a PLY, PCD or text cloud's `intensity` or `scalar_intensity`), where
+    the file has them; else None."""
 
     def subset(self, keep: np.ndarray) -> "Scan":
         """The scan of the points `keep` selects (a mask or indices); `up` is a direction, kept."""
-        return self._replace(**{f: getattr(self, f)[keep] for f in ("points", "colors", "normals", "towards", "stations", "cells")
-                                if getattr(self, f) is not None})
+        return self._replace(**{f: getattr(self, f)[keep] for f in ("points", "colors", "normals", "towards", "stations", "cells",
+                                                                     "intensity") if getattr(self, f) is not None})
 
     @property
     def complete_normals(self) -> Optional[np.ndarray]:
@@ -110,10 +116,10 @@ def read_scan(path, duplicates: str = "error") -> Scan:
     what the file says about the sides of its normals (`Scan`)."""
     from .orientation import towards_station
 
-    points, colors, normals, stations, cells = _read(path, duplicates, "ignore")
+    points, colors, normals, stations, cells, intensity = _read(path, duplicates, "ignore")
     up = np.array([0.0, 0.0, 1.0]) if Path(path).suffix.lower() in LAS_FORMATS else None
     towards = None if stations is None else towards_station(points, stations)
-    return Scan(points, colors, normals, towards, up, stations, None if stations is None else cells)
+    return Scan(points, colors, normals, towards, up, stations, None if stations is None else cells, intensity)
 
 
 def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:
@@ -132,14 +138,15 @@ def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:
 
 def _read(path, duplicates: str, bad_normals: str):
     """(points, colours, normals, each point's scanner station (E57, PTX, PCD) or None, each point's
-    scan, row and column in its scanner's grid (PTX, E57, an organized PCD) or None): `read_oriented_cloud`."""
+    scan, row and column in its scanner's grid (PTX, E57, an organized PCD) or None, intensities
+    (`Scan.intensity`) or None): `read_oriented_cloud`."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
-    colors = normals = stations = cells = None
+    colors = normals = stations = cells = intensity = None
     if suffix == ".npy":
         try:
             data = np.load(path, allow_pickle=False)
@@ -163,18 +170,18 @@ def _read(path, duplicates: str, bad_normals: str):
         counts, props = ply_header(path) if suffix == ".ply" else ({}, {})
         declared = counts.get("vertex")
         if suffix in TEXT_FORMATS:
-            points, colors, normals = read_text_cloud(path)
+            points, colors, normals, intensity = read_text_cloud(path)
         elif suffix == ".pcd":
-            points, colors, normals, cells = _read_pcd(path)
+            points, colors, normals, cells, intensity = _read_pcd(path)
             station = pcd_station(path)
             if station is not None:
                 stations = np.broadcast_to(station, points.shape)
         elif suffix in LAS_FORMATS:
-            points, colors, normals = read_las(path)
+            points, colors, normals, intensity = read_las(path)
         elif suffix in E57_FORMATS:
-            points, colors, normals, stations, cells = read_e57(path)
+            points, colors, normals, stations, cells, intensity = read_e57(path)
         elif suffix in PTX_FORMATS:
-            points, colors, stations, cells = read_ptx(path)
+            points, colors, stations, cells, intensity = read_ptx(path)
         elif declared == 0:
             points = np.zeros((0, 3))  # open3d calls that a failed read
         elif _has_open3d() and not _open3d_misreads(props):
@@ -186,8 +193,9 @@ def _read(path, duplicates: str, bad_normals: str):
                 colors = np.asarray(cloud.colors, dtype=np.float64)
             if cloud.has_normals():
                 normals = np.asarray(cloud.normals, dtype=np.float64)
+            intensity = _ply_intensity(path, props, len(points))
         else:
-            points, colors, normals = _read_without_open3d(path, declared)
+            points, colors, normals, intensity = _read_without_open3d(path, declared)
     check_points(points, path, duplicates)
     if normals is not None:
         length = np.linalg.norm(normals, axis=1)
@@ -204,8 +212,9 @@ def _read(path, duplicates: str, bad_normals: str):
         _, first = np.unique(points, axis=0, return_index=True)
         keep = np.sort(first)
         points = points[keep]
-        colors, normals, stations, cells = (None if a is None else a[keep] for a in (colors, normals, stations, cells))
-    return points, colors, normals, stations, cells
+        colors, normals, stations, cells, intensity = (None if a is None else a[keep]
+                                                       for a in (colors, normals, stations, cells, intensity))
+    return points, colors, normals, stations, cells, intensity
 
 
 _READ_FAILED = re.compile(r"failed|error|unexpected end", re.IGNORECASE)
@@ -304,12 +313,16 @@ def check_write_format(path: Path) -> None:
         raise InputError(path, f"unsupported point-cloud format {path.suffix or '(none)'} to write; use one of {', '.join(WRITE_FORMATS)}")
 
 
-def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None) -> None:
+def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None,
+                intensity: Optional[np.ndarray] = None) -> None:
     """Write atomically (a temporary file in the same folder, then renamed). Normals go to
     PLY/PCD (nx ny nz; PLY through open3d, or trimesh without it, or with float64
     coordinates where float32 would round them: `float32_loses`), LAS/LAZ (extra dimensions NormalX-Z), TXT/ASC/CSV
     (named columns) and NPY (columns 7-9, colours then being 4-6, zero when there are none);
-    XYZ has no place for them (nor for colours). PTS files are read, not written."""
+    XYZ has no place for them (nor for colours). Intensities (N,) go to PLY and PCD (a float
+    `intensity` property; PLY then through `ply64`), LAS/LAZ (16-bit: `las_intensity`) and
+    TXT/ASC/CSV (an Intensity column); NPY and XYZ have no place for them. PTS files are read,
+    not written."""
     path = Path(path)
     suffix = path.suffix.lower()
     check_write_format(path)
@@ -324,13 +337,14 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
             with tmp.open("wb") as f:
                 np.save(f, data.astype(np.float64))  # float32 would round coordinates far from the origin
         elif suffix == ".pcd":
-            _write_pcd(path, tmp, points, colors, normals)
+            _write_pcd(path, tmp, points, colors, normals, intensity)
         elif suffix in LAS_FORMATS:
-            write_las(path, tmp, points, colors, normals)
+            write_las(path, tmp, points, colors, normals, intensity)
         elif suffix in TEXT_WRITE_FORMATS:
-            write_text_cloud(tmp, suffix, points, colors, normals)
-        elif suffix == ".ply" and float32_loses(points):
-            write_ply_float64(tmp, points, colors=colors, normals=normals)
+            write_text_cloud(tmp, suffix, points, colors, normals, intensity)
+        elif suffix == ".ply" and (intensity is not None or float32_loses(points)):
+            write_ply_float64(tmp, points, colors=colors, normals=normals, intensity=intensity,
+                              double=float32_loses(points))
         elif suffix == ".ply" and not _has_open3d():
             _write_without_open3d(tmp, np.asarray(points, np.float64), colors, normals)
         else:
@@ -349,7 +363,7 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
 
 def _read_pcd(path: Path):
     """(points, colours or None, normals or None, each point's scan (0), row and column where the
-    cloud is organized (HEIGHT > 1: an image's pixels, row by row) or None) of a PCD file, through
+    cloud is organized (HEIGHT > 1: an image's pixels, row by row) or None, intensities or None) of a PCD file, through
     open3d's tensor reader: the legacy one misreads PCD files whose coordinates are stored as
     doubles (F 8), which georeferenced scans need."""
     o3d = _open3d(path, "PCD files need open3d")
@@ -357,7 +371,7 @@ def _read_pcd(path: Path):
         cloud = o3d.t.io.read_point_cloud(str(path))
     fields = set(cloud.point)
     if "positions" not in fields:
-        return np.zeros((0, 3)), None, None, None
+        return np.zeros((0, 3)), None, None, None, None
     points = cloud.point.positions.numpy().astype(np.float64)
     colors = normals = None
     if "colors" in fields:
@@ -365,6 +379,7 @@ def _read_pcd(path: Path):
         colors = raw.astype(np.float64) / (255.0 if np.issubdtype(raw.dtype, np.integer) else 1.0)
     if "normals" in fields:
         normals = cloud.point.normals.numpy().astype(np.float64)
+    intensity = _intensity_of(cloud)
     cells = None
     header = _pcd_header(path)
     width, height = (header.get("WIDTH") or ["0"])[0], (header.get("HEIGHT") or ["1"])[0]
@@ -373,8 +388,28 @@ def _read_pcd(path: Path):
         cells = np.stack([np.zeros_like(at), at // int(width), at % int(width)], 1).astype(np.int64)
     returned = ~np.isnan(points).all(1)  # PCL's organized clouds (depth cameras) mark pixels with no return NaN
     if not returned.all():
-        points, colors, normals, cells = (None if a is None else a[returned] for a in (points, colors, normals, cells))
-    return points, colors, normals, cells
+        points, colors, normals, cells, intensity = (None if a is None else a[returned]
+                                                     for a in (points, colors, normals, cells, intensity))
+    return points, colors, normals, cells, intensity
+
+
+def _intensity_of(cloud) -> Optional[np.ndarray]:
+    """The (N,) float64 intensities of an open3d tensor point cloud (an attribute named as
+    INTENSITY_NAMES, any case), or None."""
+    name = next((k for k in cloud.point if k.lower() in INTENSITY_NAMES), None)
+    return None if name is None else cloud.point[name].numpy().astype(np.float64).reshape(len(cloud.point.positions), -1)[:, 0]
+
+
+def _ply_intensity(path: Path, props: dict, count: int) -> Optional[np.ndarray]:
+    """A PLY file's intensities (`Scan.intensity`), which open3d's legacy reader leaves out, through its
+    tensor reader; None where the header declares none."""
+    if not any(p.lower() in INTENSITY_NAMES for p in props):
+        return None
+    with _native_read(path, ".ply"):
+        intensity = _intensity_of(_open3d(path).t.io.read_point_cloud(str(path)))
+    if intensity is None or len(intensity) != count:
+        raise InputError(path, "its intensities could not be read")
+    return intensity
 
 
 PCD_DEFAULT_VIEWPOINT = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
@@ -425,7 +460,8 @@ def float32_loses(points: np.ndarray) -> bool:
     return float(np.abs(points.astype(np.float32) - points).max()) > FLOAT32_ERROR * diag
 
 
-def _write_pcd(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray], normals: Optional[np.ndarray]) -> None:
+def _write_pcd(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray], normals: Optional[np.ndarray],
+               intensity: Optional[np.ndarray] = None) -> None:
     o3d = _open3d(path, "PCD files need open3d")
     points = np.asarray(points, np.float64)
     dtype = np.float64 if float32_loses(points) else np.float32
@@ -434,12 +470,14 @@ def _write_pcd(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nd
         cloud.point.colors = o3d.core.Tensor(np.asarray(colors, np.float32))
     if normals is not None:
         cloud.point.normals = o3d.core.Tensor(np.asarray(normals, dtype))  # open3d's header goes wrong when they differ
+    if intensity is not None:
+        cloud.point.intensity = o3d.core.Tensor(np.asarray(intensity, np.float32)[:, None])
     if not o3d.t.io.write_point_cloud(str(tmp), cloud):
         raise InputError(path, "open3d could not write it")
 
 
 def _read_without_open3d(path: Path, declared: Optional[int]):
-    """(points, colours or None, normals or None) of a PLY file, through trimesh; `declared`: the
+    """(points, colours or None, normals or None, intensities or None) of a PLY file, through trimesh; `declared`: the
     vertex count its header declares (None when it does not say). Normals are the vertex
     properties nx ny nz (or normal_x normal_y normal_z, as PCL writes them), read from what
     trimesh's PLY reader keeps (its point clouds have no normals)."""
@@ -466,7 +504,9 @@ def _read_without_open3d(path: Path, declared: Optional[int]):
         if names.issuperset(axes):
             normals = np.stack([np.asarray(table[n], np.float64).reshape(-1) for n in axes], 1)
             break
-    return points, colors, normals
+    name = next((n for n in names if n.lower() in INTENSITY_NAMES), None)
+    intensity = None if name is None else np.asarray(table[name], np.float64).reshape(-1)
+    return points, colors, normals, intensity
 
 
 def ply_element_counts(path: Path) -> dict:

@@ -12,7 +12,7 @@ A file holds one or more scans, each a header and a grid of points:
     columns x rows lines: x y z intensity [r g b]
 
 Cells where the scanner had no return hold 0 0 0 and are left out. Colours are 0-255 and kept
-only when every scan has them. Each point's scanner's position is returned too: the side of the
+only when every scan has them; intensities (most writers: 0-1) are kept as written. Each point's scanner's position is returned too: the side of the
 surface the scanner saw (`read_scan`'s sides), and where its mixed pixels lie
 (`inr.pointcloud.mixed`), and its cell: its scan, row and column (the grid is stored a column at
 a time: a column's rows, then the next column's)."""
@@ -30,10 +30,11 @@ from ..errors import InputError
 PTX_FORMATS = (".ptx",)
 
 
-def read_ptx(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray]:
+def read_ptx(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """(points (N, 3) float64 in the common frame, colours (N, 3) in [0, 1] or None, each point's
-    scanner's position (N, 3), each point's scan, row and column (N, 3) int64)."""
+    scanner's position (N, 3), each point's scan, row and column (N, 3) int64, intensities (N,))."""
     points: List[np.ndarray] = []
+    intensities: List[np.ndarray] = []
     colours: List[Optional[np.ndarray]] = []
     stations: List[np.ndarray] = []
     cells: List[np.ndarray] = []
@@ -54,14 +55,16 @@ def read_ptx(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray, 
             seen = np.any(grid[:, :3] != 0, axis=1)  # 0 0 0: no return
             p = grid[seen, :3] @ transform[:3, :3] + transform[3, :3]
             points.append(p)
+            intensities.append(grid[seen, 3])
             colours.append(grid[seen, 4:7] / 255.0 if grid.shape[1] == 7 else None)
             stations.append(np.broadcast_to(np.asarray(station, np.float64), p.shape))
             at = np.flatnonzero(seen)
             cells.append(np.stack([np.full(len(at), len(cells)), at % max(rows, 1), at // max(rows, 1)], 1))
     if not points:
-        return np.zeros((0, 3)), None, np.zeros((0, 3)), np.zeros((0, 3), np.int64)
+        return np.zeros((0, 3)), None, np.zeros((0, 3)), np.zeros((0, 3), np.int64), np.zeros(0)
     rgb = None if any(c is None for c in colours) else np.clip(np.concatenate(colours), 0.0, 1.0)
-    return np.concatenate(points), rgb, np.concatenate(stations), np.concatenate(cells).astype(np.int64)
+    return (np.concatenate(points), rgb, np.concatenate(stations), np.concatenate(cells).astype(np.int64),
+            np.concatenate(intensities))
 
 
 def _header(f, path: Path, scan: int):

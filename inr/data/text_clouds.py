@@ -5,7 +5,8 @@ Numbers are split by spaces or tabs, commas or semicolons (as the first point's 
 Comment lines (# or //) and blank lines are skipped. A header naming the columns, either a line
 of words before the first point (`X,Y,Z,Intensity`) or a comment line that names as many
 columns as the points have (CloudCompare's `//X Y Z R G B Nx Ny Nz`), says where x y z, the
-colours (R G B or Red Green Blue) and the normals (Nx Ny Nz) are. Without one, x y z are the
+colours (R G B or Red Green Blue), the normals (Nx Ny Nz) and the intensity (Intensity, or
+CloudCompare's Scalar_Intensity) are. Without one, x y z are the
 first three columns and further columns are ignored, since the file does not say whether they
 are colours, intensity or normals; a .pts file is the exception, whose format fixes them
 (x y z, then intensity, then R G B). A line holding a single whole number gives the count of
@@ -28,6 +29,8 @@ COMMENTS = ("#", "//")
 _COORDS = ("x", "y", "z")
 _COLOURS = (("r", "g", "b"), ("red", "green", "blue"))
 _NORMALS = (("nx", "ny", "nz"), ("normal_x", "normal_y", "normal_z"), ("normalx", "normaly", "normalz"))
+INTENSITY_NAMES = ("intensity", "scalar_intensity")
+"""The names (any case) an intensity column or property goes by (CloudCompare adds `scalar_`)."""
 _HEAD_BYTES = 65536
 
 
@@ -58,8 +61,9 @@ def _is_number(token: str) -> bool:
     return True
 
 
-def read_text_cloud(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
-    """(points (N, 3) float64, colours in [0, 1] or None, normals or None) of a text point cloud."""
+def read_text_cloud(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
+    """(points (N, 3) float64, colours in [0, 1] or None, normals or None, intensities (N,) or None)
+    of a text point cloud."""
     kind = path.suffix[1:].upper()
     kind = ("an " if kind in ("XYZ", "ASC") else "a ") + kind
     head = file_head(path, _HEAD_BYTES)
@@ -74,7 +78,7 @@ def read_text_cloud(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optio
     if at < len(rows) and not all(_is_number(t) for t in re.split(r"[,;\s]+", lines[rows[at]].strip()) if t):
         header, at = lines[rows[at]], at + 1  # a line of column names
     if at >= len(rows):
-        return np.zeros((0, 3)), None, None
+        return np.zeros((0, 3)), None, None, None
     point_line = lines[rows[at]]
     delimiter = "," if "," in point_line else ";" if ";" in point_line else None
     width = len([t for t in point_line.split(delimiter) if t.strip()])
@@ -91,23 +95,26 @@ def read_text_cloud(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optio
     except ValueError as exc:
         raise InputError(path, f"is not {kind} point cloud (expected lines of 3 or more numbers: {exc})") from None
     if not data.size:
-        return np.zeros((0, 3)), None, None
+        return np.zeros((0, 3)), None, None, None
     if declared is not None and len(data) != declared:
         raise InputError(path, f"holds {len(data)} points where its count lines declare {declared} (cut short?)")
     if data.shape[1] < 3:
         raise InputError(path, f"holds {data.shape[1]} numbers per line; {kind} point cloud needs x y z")
-    coords, colours, normals = [0, 1, 2], None, None
+    coords, colours, normals, intensity = [0, 1, 2], None, None, None
     names = None if header is None else _names(header)
     if names is not None and len(names) == data.shape[1] and _columns(names, _COORDS):
         coords = _columns(names, _COORDS)
         colours, normals = _columns(names, *_COLOURS), _columns(names, *_NORMALS)
-    elif path.suffix.lower() == ".pts" and data.shape[1] in (6, 7):  # x y z [intensity] r g b
-        colours = list(range(data.shape[1] - 3, data.shape[1]))
+        intensity = _columns(names, *[(n,) for n in INTENSITY_NAMES])
+    elif path.suffix.lower() == ".pts" and data.shape[1] in (4, 6, 7):  # x y z [intensity] [r g b]
+        colours = list(range(data.shape[1] - 3, data.shape[1])) if data.shape[1] > 4 else None
+        intensity = [3] if data.shape[1] != 6 else None
     rgb = None
     if colours is not None:
         rgb = data[:, colours]
         rgb = rgb / 255.0 if rgb.max(initial=0) > 1 else rgb
-    return data[:, coords], rgb, None if normals is None else data[:, normals]
+    return (data[:, coords], rgb, None if normals is None else data[:, normals],
+            None if intensity is None else data[:, intensity[0]])
 
 
 def _counted_rows(path: Path, delimiter: Optional[str], header: Optional[str], width: int) -> Tuple[np.ndarray, int]:
@@ -129,10 +136,10 @@ def _counted_rows(path: Path, delimiter: Optional[str], header: Optional[str], w
 
 
 def write_text_cloud(tmp: Path, suffix: str, points: np.ndarray, colors: Optional[np.ndarray],
-                     normals: Optional[np.ndarray]) -> None:
+                     normals: Optional[np.ndarray], intensity: Optional[np.ndarray] = None) -> None:
     """A line per point, 15 significant digits (float64 detail far from the origin). XYZ holds
     x y z only; .txt and .asc name their columns in a CloudCompare header (`//X Y Z R G B Nx Ny
-    Nz`, colours 0-255), .csv in a first line of names with commas between the numbers."""
+    Nz Intensity`, colours 0-255), .csv in a first line of names with commas between the numbers."""
     columns, names, formats = [np.asarray(points, np.float64)], ["X", "Y", "Z"], ["%.15g"] * 3
     if suffix != ".xyz":
         if colors is not None:
@@ -141,6 +148,9 @@ def write_text_cloud(tmp: Path, suffix: str, points: np.ndarray, colors: Optiona
         if normals is not None:
             columns.append(np.asarray(normals, np.float64))
             names, formats = names + ["Nx", "Ny", "Nz"], formats + ["%.8g"] * 3
+        if intensity is not None:
+            columns.append(np.asarray(intensity, np.float64)[:, None])
+            names, formats = names + ["Intensity"], formats + ["%.8g"]
     data = np.concatenate(columns, 1)
     if suffix == ".xyz":
         np.savetxt(tmp, data, fmt=formats)

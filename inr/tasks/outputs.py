@@ -77,13 +77,19 @@ def write_mesh(path: Path, mesh) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def nearest_colours(at: np.ndarray, points: np.ndarray, colors: np.ndarray) -> np.ndarray:
-    """The colour of each of `at`'s (M, 3) points: that of its nearest of the cloud's `points`
-    (the searches in float64 about the cloud's centre: exact far from the origin)."""
+def nearest_rows(at: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """The index (M,) of the nearest of the cloud's `points` to each of `at`'s (M, 3) points (the
+    searches in float64 about the cloud's centre: exact far from the origin)."""
     from ..pointcloud.knn import knn
 
     idx, _ = knn(torch.from_numpy(np.asarray(at, np.float64)), torch.from_numpy(np.asarray(points, np.float64)), 1)
-    return colors[idx[:, 0].numpy()]
+    return idx[:, 0].numpy()
+
+
+def nearest_colours(at: np.ndarray, points: np.ndarray, colors: np.ndarray) -> np.ndarray:
+    """The colour of each of `at`'s (M, 3) points: that of its nearest of the cloud's `points`
+    (`nearest_rows`)."""
+    return colors[nearest_rows(at, points)]
 
 
 def paint_mesh(mesh, points: np.ndarray, colors: np.ndarray) -> None:
