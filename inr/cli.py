@@ -390,8 +390,10 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
                          progress=not args.no_progress, device=args.device, normals=args.normals,
                          precision=args.precision, keep_mixed=args.keep_mixed_pixels)
         normals = (" with normals" + (f" (sides from {r['sides_from']})" if r["sides_from"] else "")) if r["normals"] else ""
-        shine = {None: "", True: "; intensities from the nearest input points",
-                 False: f"; the input's intensities left out ({Path(out).suffix} files have no place for them)"}[r["intensity"]]
+        carried = [what for what, on in (("intensities", r["intensity"]), ("LAS records", r["records"])) if on]
+        shine = f"; {' and '.join(carried)} from the nearest input points" if carried else ""
+        if r["intensity"] is False:
+            shine += f"; the input's intensities left out ({Path(out).suffix} files have no place for them)"
         print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})" + _mixed_note(r)
               + _resumed_note(r) + shine)
         _print_warning(r)

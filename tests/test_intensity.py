@@ -163,3 +163,56 @@ def test_denoise_carries_each_points_nearest_input_intensity(tmp_path, baseline,
     assert main(["pointcloud", "denoise", str(tmp_path / "scan.ptx"), str(tmp_path / "out.xyz"), "--no-progress",
                  "--keep-mixed", "--baseline", "mls"]) == 0
     assert "the input's intensities left out (.xyz files have no place for them)" in capsys.readouterr().out
+
+
+def test_las_to_las_keeps_each_points_nearest_record(tmp_path, capsys):
+    # a LAS 1.4 scan (point format 7: GPS time, 16-bit colours; an extra dimension; a WKT coordinate
+    # system) of a noisy sphere, denoised to LAZ: the output has the input's point format, version,
+    # extra dimension and coordinate system, and every point the record of its nearest input point
+    # (found here by brute force), its coordinates and normal its own
+    laspy = pytest.importorskip("laspy")
+    from laspy.vlrs.known import WktCoordinateSystemVlr
+
+    from inr.cli import main
+    from inr.data.pointclouds import read_scan
+
+    rng = np.random.default_rng(7)
+    n = 1500
+    sphere = rng.normal(size=(n, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    noisy = sphere + rng.normal(scale=0.02, size=sphere.shape)
+    header = laspy.LasHeader(point_format=7, version="1.4")
+    header.offsets, header.scales = SITE, np.full(3, 1e-4)
+    header.add_extra_dims([laspy.ExtraBytesParams(name="Amplitude", type=np.float32)])
+    wkt = 'PROJCS["WGS 84 / UTM zone 10N",GEOGCS["WGS 84"],UNIT["metre",1]]'
+    header.vlrs.append(WktCoordinateSystemVlr(wkt))
+    header.global_encoding.wkt = True
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = (noisy + SITE).T
+    las.classification = rng.integers(1, 7, size=n)
+    las.return_number, las.number_of_returns = np.ones(n, int), rng.integers(1, 4, size=n)
+    las.gps_time = rng.random(n) * 1e5
+    las.intensity = rng.integers(1, 65535, size=n)
+    las.red, las.green, las.blue = rng.integers(0, 65535, size=(3, n))
+    las["Amplitude"] = rng.random(n).astype(np.float32)
+    las.write(tmp_path / "scan.las")
+    held = laspy.read(tmp_path / "scan.las")
+    for name, extra in (("out.laz", ["--baseline", "mls"]), ("net.las", [])):
+        assert main(["pointcloud", "denoise", str(tmp_path / "scan.las"), str(tmp_path / name), "--no-progress"] + extra) == 0
+        assert "intensities and LAS records from the nearest input points" in capsys.readouterr().out
+        out = laspy.read(tmp_path / name)
+        assert out.header.version == "1.4" and out.header.point_format.id == 7 and out.header.global_encoding.wkt
+        assert [v.string for v in out.header.vlrs if isinstance(v, WktCoordinateSystemVlr)] == [wkt]
+        assert {"Amplitude", "NormalX", "NormalY", "NormalZ"} <= set(out.point_format.extra_dimension_names)
+        xyz = np.stack([out.x, out.y, out.z], 1)
+        near = _nearest(xyz - SITE, np.stack([held.x, held.y, held.z], 1) - SITE)
+        for dim in ("classification", "number_of_returns", "gps_time", "intensity", "red", "blue", "Amplitude"):
+            assert np.array_equal(np.asarray(out[dim]), np.asarray(held[dim])[near]), dim
+        assert np.abs(np.linalg.norm(xyz - SITE, axis=1) - 1).mean() < np.abs(np.linalg.norm(noisy, axis=1) - 1).mean()
+        normals = read_scan(tmp_path / name).normals
+        assert (np.einsum("ij,ij->i", normals, (xyz - SITE) / np.linalg.norm(xyz - SITE, axis=1, keepdims=True)) > 0.9).mean() > 0.95
+    # to another format the records have no place: PLY keeps the intensities only
+    assert main(["pointcloud", "denoise", str(tmp_path / "scan.las"), str(tmp_path / "out.ply"), "--no-progress",
+                 "--baseline", "mls"]) == 0
+    said = capsys.readouterr().out
+    assert "intensities from the nearest input points" in said and "LAS records" not in said

@@ -7,11 +7,17 @@ after reading, so georeferenced scans keep their detail. Colours are 16-bit (som
 with colour fields that are all zero has no colours. Normals are not part of any LAS point
 format: they are read from, and written to, extra dimensions NormalX, NormalY, NormalZ (as PDAL
 names them; nx/ny/nz and normal_x/... are read too). Intensities are read as stored (0-65535) and
-written as 16-bit integers (`las_intensity`).
+written as 16-bit integers (`las_intensity`). The point records themselves (classification,
+returns, GPS time, scan angle, user data, point source, extra dimensions) are kept as read
+(`LasRecords`): a LAS file written from a LAS file's cloud gives each of its points a record of the
+input's (the nearest point's, in the point-cloud commands), in the input's point format and version,
+with its variable-length records (the coordinate system's among them: GeoTIFF keys, WKT) and
+global encoding.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -36,9 +42,34 @@ def _laspy(path: Path, suffix: str):
         raise InputError(path, f"{suffix[1:].upper()} files need laspy: {exc}") from None
 
 
-def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
+class LasRecords:
+    """A LAS file's point records (laspy's, every dimension of its point format, extra ones
+    included) and what else of the file a copy keeps: its version, global encoding, variable-length
+    records (but the extra bytes' own, which laspy writes from the point format) and extended ones.
+    Indexing takes rows (a mask or indices), as a Scan's arrays are subset."""
+
+    def __init__(self, points, version, global_encoding=None, vlrs=(), evlrs=()) -> None:
+        self.points, self.version, self.global_encoding = points, version, global_encoding
+        self.vlrs, self.evlrs = list(vlrs), list(evlrs)
+
+    @classmethod
+    def of(cls, las) -> "LasRecords":
+        """Those of a file laspy read."""
+        from laspy.vlrs.known import ExtraBytesVlr
+
+        vlrs = [v for v in las.header.vlrs if not isinstance(v, ExtraBytesVlr)]
+        return cls(las.points, las.header.version, las.header.global_encoding, vlrs, las.evlrs or ())
+
+    def __getitem__(self, keep) -> "LasRecords":
+        return LasRecords(self.points[np.asarray(keep)], self.version, self.global_encoding, self.vlrs, self.evlrs)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+
+def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray], LasRecords]:
     """(points (N, 3) float64, colours (N, 3) in [0, 1] or None, normals (N, 3) or None, intensities
-    (N,) or None where they are all zero: the writer stored none)."""
+    (N,) or None where they are all zero: the writer stored none, the point records)."""
     suffix = path.suffix.lower()
     laspy = _laspy(path, suffix)
     try:
@@ -61,7 +92,7 @@ def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
             normals = np.stack([np.asarray(las[names[n]], np.float64) for n in spelling], 1)
             break
     intensity = np.asarray(las.intensity, np.float64)
-    return points, colors, normals, intensity if intensity.any() else None
+    return points, colors, normals, intensity if intensity.any() else None, LasRecords.of(las)
 
 
 def las_intensity(values: np.ndarray) -> np.ndarray:
@@ -78,30 +109,52 @@ def las_intensity(values: np.ndarray) -> np.ndarray:
 
 
 def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray], normals: Optional[np.ndarray],
-              intensity: Optional[np.ndarray] = None) -> None:
+              intensity: Optional[np.ndarray] = None, records: Optional[LasRecords] = None) -> None:
     """Write LAS 1.2 (point format 2 with colours, 0 without; normals as float32 extra dimensions;
-    intensities as `las_intensity`)
-    to `tmp`, compressed when `path` ends in .laz. The offset is the box centre and the scale the
+    intensities as `las_intensity`) to `tmp`, compressed when `path` ends in .laz. The offset is the box centre and the scale the
     power of ten that fits the half-extent in INT_RANGE steps: a point moves by at most half a
-    step, under 3e-9 of the extent."""
+    step, under 3e-9 of the extent. With `records` (one per point, of a LAS file's), the file
+    takes their point format and version and each point its record, only its coordinates (and
+    its normal, where given) replaced: colours and intensities are then the records' own, as
+    stored (`colors` and `intensity` are not used)."""
     suffix = path.suffix.lower()
     laspy = _laspy(path, suffix)
     points = np.asarray(points, np.float64)
     centre = (points.min(0) + points.max(0)) / 2 if len(points) else np.zeros(3)
     reach = float(np.abs(points - centre).max()) if len(points) else 0.0
     scale = 10.0 ** np.ceil(np.log10(max(reach, 1e-300) / INT_RANGE))
-    header = laspy.LasHeader(point_format=0 if colors is None else 2, version="1.2")
+    if records is not None:
+        header = laspy.LasHeader(point_format=copy.deepcopy(records.points.point_format), version=records.version)
+        header.vlrs.extend(records.vlrs)
+        if records.global_encoding is not None:
+            header.global_encoding = copy.deepcopy(records.global_encoding)
+    else:
+        header = laspy.LasHeader(point_format=0 if colors is None else 2, version="1.2")
     header.offsets, header.scales = centre, np.full(3, scale)
-    if normals is not None:
+    names = {name.lower(): name for name in header.point_format.dimension_names}
+    normal_names = next(([names[n] for n in spelling] for spelling in _NORMAL_SPELLINGS if all(n in names for n in spelling)),
+                        None)
+    if normals is not None and normal_names is None:
         header.add_extra_dims([laspy.ExtraBytesParams(name=n, type=np.float32) for n in NORMAL_NAMES])
+        normal_names = list(NORMAL_NAMES)
     las = laspy.LasData(header)
+    if records is not None:
+        rows = np.zeros(len(records), header.point_format.dtype())  # with the normals' dimensions where added
+        for name in records.points.array.dtype.names:
+            rows[name] = records.points.array[name]
+        las.points = laspy.ScaleAwarePointRecord(rows, header.point_format, scales=header.scales, offsets=header.offsets)
+        if records.evlrs:
+            from laspy.vlrs.vlrlist import VLRList
+
+            las.evlrs = VLRList(records.evlrs)
+        colors = intensity = None  # the records' own
     las.x, las.y, las.z = points[:, 0], points[:, 1], points[:, 2]
     if colors is not None:
         rgb = (np.clip(np.asarray(colors, np.float64), 0, 1) * 65535 + 0.5).astype(np.uint16)
         las.red, las.green, las.blue = rgb[:, 0], rgb[:, 1], rgb[:, 2]
     if normals is not None:
-        for i, name in enumerate(NORMAL_NAMES):
-            las[name] = np.asarray(normals[:, i], np.float32)
+        for i, name in enumerate(normal_names):
+            las[name] = np.asarray(normals[:, i], las[name].dtype)
     if intensity is not None:
         las.intensity = las_intensity(intensity)
     las.write(tmp, do_compress=suffix == ".laz")

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import InputError
 from .e57 import E57_FORMATS, read_e57
-from .las import LAS_FORMATS, read_las, write_las
+from .las import LAS_FORMATS, LasRecords, read_las, write_las
 from .ply64 import write_ply_float64
 from .ptx import PTX_FORMATS, read_ptx
 from .text_clouds import INTENSITY_NAMES, TEXT_FORMATS, TEXT_WRITE_FORMATS, file_head, read_text_cloud, write_text_cloud
@@ -99,11 +99,14 @@ class Scan(NamedTuple):
     """Each point's return intensity (N,) as the file stores it (LAS 0-65535, PTX and most E57 0-1,
     Leica's PTS -2048 to 2047; a PLY, PCD or text cloud's `intensity` or `scalar_intensity`), where
     the file has them; else None."""
+    records: Optional[LasRecords] = None
+    """A LAS/LAZ file's point records (classification, returns, GPS time, ...: `LasRecords`), for a
+    LAS file written from this scan's points; else None."""
 
     def subset(self, keep: np.ndarray) -> "Scan":
         """The scan of the points `keep` selects (a mask or indices); `up` is a direction, kept."""
         return self._replace(**{f: getattr(self, f)[keep] for f in ("points", "colors", "normals", "towards", "stations", "cells",
-                                                                     "intensity") if getattr(self, f) is not None})
+                                                                     "intensity", "records") if getattr(self, f) is not None})
 
     @property
     def complete_normals(self) -> Optional[np.ndarray]:
@@ -116,10 +119,10 @@ def read_scan(path, duplicates: str = "error") -> Scan:
     what the file says about the sides of its normals (`Scan`)."""
     from .orientation import towards_station
 
-    points, colors, normals, stations, cells, intensity = _read(path, duplicates, "ignore")
+    points, colors, normals, stations, cells, intensity, records = _read(path, duplicates, "ignore")
     up = np.array([0.0, 0.0, 1.0]) if Path(path).suffix.lower() in LAS_FORMATS else None
     towards = None if stations is None else towards_station(points, stations)
-    return Scan(points, colors, normals, towards, up, stations, None if stations is None else cells, intensity)
+    return Scan(points, colors, normals, towards, up, stations, None if stations is None else cells, intensity, records)
 
 
 def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:
@@ -139,14 +142,14 @@ def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:
 def _read(path, duplicates: str, bad_normals: str):
     """(points, colours, normals, each point's scanner station (E57, PTX, PCD) or None, each point's
     scan, row and column in its scanner's grid (PTX, E57, an organized PCD) or None, intensities
-    (`Scan.intensity`) or None): `read_oriented_cloud`."""
+    (`Scan.intensity`) or None, a LAS file's point records or None): `read_oriented_cloud`."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
-    colors = normals = stations = cells = intensity = None
+    colors = normals = stations = cells = intensity = records = None
     if suffix == ".npy":
         try:
             data = np.load(path, allow_pickle=False)
@@ -177,7 +180,7 @@ def _read(path, duplicates: str, bad_normals: str):
             if station is not None:
                 stations = np.broadcast_to(station, points.shape)
         elif suffix in LAS_FORMATS:
-            points, colors, normals, intensity = read_las(path)
+            points, colors, normals, intensity, records = read_las(path)
         elif suffix in E57_FORMATS:
             points, colors, normals, stations, cells, intensity = read_e57(path)
         elif suffix in PTX_FORMATS:
@@ -212,9 +215,9 @@ def _read(path, duplicates: str, bad_normals: str):
         _, first = np.unique(points, axis=0, return_index=True)
         keep = np.sort(first)
         points = points[keep]
-        colors, normals, stations, cells, intensity = (None if a is None else a[keep]
-                                                       for a in (colors, normals, stations, cells, intensity))
-    return points, colors, normals, stations, cells, intensity
+        colors, normals, stations, cells, intensity, records = (None if a is None else a[keep]
+                                                                for a in (colors, normals, stations, cells, intensity, records))
+    return points, colors, normals, stations, cells, intensity, records
 
 
 _READ_FAILED = re.compile(r"failed|error|unexpected end", re.IGNORECASE)
@@ -314,15 +317,16 @@ def check_write_format(path: Path) -> None:
 
 
 def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None,
-                intensity: Optional[np.ndarray] = None) -> None:
+                intensity: Optional[np.ndarray] = None, records: Optional[LasRecords] = None) -> None:
     """Write atomically (a temporary file in the same folder, then renamed). Normals go to
     PLY/PCD (nx ny nz; PLY through open3d, or trimesh without it, or with float64
     coordinates where float32 would round them: `float32_loses`), LAS/LAZ (extra dimensions NormalX-Z), TXT/ASC/CSV
     (named columns) and NPY (columns 7-9, colours then being 4-6, zero when there are none);
     XYZ has no place for them (nor for colours). Intensities (N,) go to PLY and PCD (a float
     `intensity` property; PLY then through `ply64`), LAS/LAZ (16-bit: `las_intensity`) and
-    TXT/ASC/CSV (an Intensity column); NPY and XYZ have no place for them. PTS files are read,
-    not written."""
+    TXT/ASC/CSV (an Intensity column); NPY and XYZ have no place for them. `records`, a LAS file's
+    point records (one per point), go to LAS/LAZ (`write_las`: their format, colours and
+    intensities); other formats leave them out. PTS files are read, not written."""
     path = Path(path)
     suffix = path.suffix.lower()
     check_write_format(path)
@@ -339,7 +343,7 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
         elif suffix == ".pcd":
             _write_pcd(path, tmp, points, colors, normals, intensity)
         elif suffix in LAS_FORMATS:
-            write_las(path, tmp, points, colors, normals, intensity)
+            write_las(path, tmp, points, colors, normals, intensity, records)
         elif suffix in TEXT_WRITE_FORMATS:
             write_text_cloud(tmp, suffix, points, colors, normals, intensity)
         elif suffix == ".ply" and (intensity is not None or float32_loses(points)):

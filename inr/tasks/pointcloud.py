@@ -176,7 +176,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     (statistical outlier removal) or 'mls' (moving-least-squares projection, `inr.pointcloud.mls`).
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
     The input's colours and intensities, if any, go to every output point from its nearest input
-    point (intensities where the output's format holds them: `write_cloud`).
+    point (intensities where the output's format holds them: `write_cloud`); from a LAS/LAZ file to
+    another, the nearest input point's whole record (classification, returns, GPS time, ...).
     normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`;
     where the input has normals, a scanner's, they give the sides; an E57 or PTX scan's stations,
     or an organized PCD's viewpoint, give them too: `read_scan`); None: where the format holds them
@@ -184,7 +185,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     writers leave them) are passed over. precision: '32', or 'bf16' (the native kernels' products
     in bfloat16 where the CPU has them; the method then says so). A scan whose stations are known
     loses its mixed pixels first, for every method (`data.pointclouds.without_mixed`), unless keep_mixed."""
-    from ..data.pointclouds import INTENSITY_FORMATS, check_write_format, read_scan, without_mixed, write_cloud
+    from ..data.pointclouds import INTENSITY_FORMATS, LAS_FORMATS, check_write_format, read_scan, without_mixed, write_cloud
     from .outputs import nearest_rows
 
     check_write_format(out)  # before the network runs
@@ -220,16 +221,18 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
                                                          progress, precision, seed, stages)
         if len(result) == 0:
             raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
-        carried = None if colors is None and scan.intensity is None else nearest_rows(result, points)
+        records = scan.records if out.suffix.lower() in LAS_FORMATS else None
+        carried = None if colors is None and scan.intensity is None and records is None else nearest_rows(result, points)
         out_colors = None if colors is None else colors[carried]
         out_intensity = None if scan.intensity is None else scan.intensity[carried]
+        out_records = None if records is None else records[carried]
         out_normals = None
         if normals:
             from ..data.surfaces import scan_normals
 
             out_normals = (scan_normals(result, scan) if stages is None
                            else stages("normals", lambda: {"normals": scan_normals(result, scan)})["normals"])
-        write_cloud(out, result, out_colors, out_normals, out_intensity)
+        write_cloud(out, result, out_colors, out_normals, out_intensity, out_records)
     if stages is not None:
         stages.finish()
     sides_from = None
@@ -240,7 +243,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         sides_from = "the scanner stations"
     intensity = None if scan.intensity is None else out.suffix.lower() in INTENSITY_FORMATS
     return {"input_points": int(len(points)) + mixed, "mixed_left_out": mixed, "output_points": int(len(result)),
-            "method": method, "normals": normals, "intensity": intensity,
+            "method": method, "normals": normals, "intensity": intensity, "records": records is not None,
             "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused}
 
 
