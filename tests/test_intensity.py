@@ -216,3 +216,27 @@ def test_las_to_las_keeps_each_points_nearest_record(tmp_path, capsys):
                  "--baseline", "mls"]) == 0
     said = capsys.readouterr().out
     assert "intensities from the nearest input points" in said and "LAS records" not in said
+
+
+def test_the_viewer_greys_a_scan_without_colours_by_its_intensity(tmp_path):
+    from unittest.mock import MagicMock
+
+    from inr.viewer.clouds import CloudViewer, point_colours
+
+    ramp = np.arange(101.0)  # percentiles 1 and 99: 1 and 99; 50 -> 49 / 98 of white
+    grey = point_colours(None, ramp)
+    assert grey.shape == (101, 3) and (grey == grey[:, :1]).all()
+    assert grey[[0, 1, 50, 99, 100], 0].tolist() == [0, 0, 128, 255, 255]
+    assert point_colours(None, np.full(5, 7.0))[:, 0].tolist() == [128] * 5
+    assert point_colours(np.array([[1.0, 0.0, 0.5]]), ramp[:1]).tolist() == [[255, 0, 128]]  # colours win
+    assert point_colours(None, None).tolist() == [60, 110, 200]
+    rng = np.random.default_rng(8)
+    local = rng.uniform(-5, 5, size=(300, 3))
+    shine = rng.random(300)
+    (tmp_path / "s.ptx").write_text(ptx_scan(local, SITE, np.eye(3), SITE, intensity=shine))
+    server = MagicMock()
+    CloudViewer(server, [tmp_path / "s.ptx"])
+    drawn = server.scene.add_point_cloud.call_args.args[2]
+    lo, hi = np.percentile(shine, [1, 99])
+    assert np.array_equal(drawn[:, 0], (np.clip((shine - lo) / (hi - lo), 0, 1) * 255 + 0.5).astype(np.uint8))
+    assert any("s.ptx: 300 points, grey by intensity" == c.args[0] for c in server.gui.add_checkbox.call_args_list)

@@ -1,6 +1,6 @@
 """Point clouds and meshes in the viewer: one file, or several side by side (`inr view noisy.ply
 denoised.ply`: the same shape before and after, placed one box-width apart with a checkbox
-each), with colours, normals on demand (a cloud file's own, when it has them; else estimated and
+each), with colours (a scan without them in grey by its intensities), normals on demand (a cloud file's own, when it has them; else estimated and
 oriented as `denoise` writes them; a mesh's vertex normals), the point size, and for a scanner's
 scan (E57, PTX, a PCD with its viewpoint) its mixed pixels on demand, in red."""
 
@@ -51,6 +51,19 @@ def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 2
     return np.stack([pts, pts + length * n], 1).astype(np.float32)
 
 
+def point_colours(colors, intensity, blue=(60, 110, 200)) -> np.ndarray:
+    """uint8 colours of points to draw: (M, 3) from `colors` in [0, 1]; else grey by `intensity` (M,),
+    its 1st to 99th percentile stretched from black to white (beyond them clipped; all equal: mid
+    grey), as scanner software shows a scan; else one colour (3,)."""
+    if colors is not None:
+        return (np.clip(colors, 0, 1) * 255 + 0.5).astype(np.uint8)
+    if intensity is None or len(intensity) == 0:
+        return np.array(blue, np.uint8)
+    lo, hi = np.percentile(intensity, [1, 99])
+    level = np.clip((intensity - lo) / (hi - lo), 0, 1) if hi > lo else np.full(len(intensity), 0.5)
+    return np.repeat((level * 255 + 0.5).astype(np.uint8)[:, None], 3, 1)
+
+
 class CloudViewer:
     def __init__(self, server, paths: List[Path]) -> None:
         self.server, self.items = server, []
@@ -92,7 +105,7 @@ class CloudViewer:
             if len(points) > MAX_POINTS:
                 shown = np.random.default_rng(0).choice(len(points), MAX_POINTS, replace=False)
             pts = points[shown] + offset
-            rgb = (colors[shown] * 255 + 0.5).astype(np.uint8) if colors is not None else np.array([60, 110, 200], np.uint8)
+            rgb = point_colours(None if colors is None else colors[shown], None if data.intensity is None else data.intensity[shown])
             item["handle"] = scene.add_point_cloud(name, pts.astype(np.float32), rgb, point_size=float(self.size.value),
                                                    point_shape="circle")
             item["points"] = pts
@@ -102,7 +115,8 @@ class CloudViewer:
             item["own_normals"] = item["scan"].complete_normals
             label = (f"{path.name}: {len(points):,} points" + (f" (showing {MAX_POINTS:,})" if len(points) > MAX_POINTS else "")
                      + (", with normals" if data.complete_normals is not None
-                        else ", with some normals" if data.normals is not None else ""))
+                        else ", with some normals" if data.normals is not None else "")
+                     + (", grey by intensity" if colors is None and data.intensity is not None else ""))
         box = gui.add_checkbox(label, initial_value=True)
         box.on_update(lambda _: setattr(item["handle"], "visible", bool(box.value)))
         if kind == "points" and data.stations is not None:  # a scanner's scan: its blends at depth edges, on demand
