@@ -222,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     pc = sub.add_parser("pointcloud", help="point clouds (denoise, densify, reconstruct, mesh, eval, train)",
-                        description="Point-cloud tools. Files: PLY (ascii/binary), PCD, NPY, LAS, LAZ, and text: XYZ, TXT, ASC, CSV, PTS (read only).")
+                        description="Point-cloud tools. Files: PLY (ascii/binary), PCD, NPY, LAS, LAZ, E57, PTX (read only), and text: XYZ, TXT, ASC, CSV, PTS (read only).")
     psub = pc.add_subparsers(dest="pointcloud_command", metavar="ACTION", required=True)
     p = psub.add_parser("eval", help="distances between a predicted and a ground-truth cloud",
                         description="Chamfer distance in two forms (chamfer_l2: sum of the two mean squared "
@@ -238,12 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
                        ("densify", "add points on the surface (--factor times as many)"),
                        ("reconstruct", "denoise and densify at once")):
         p = psub.add_parser(name, help=what, description=f"{what[0].upper() + what[1:]}, with the trained "
-                            "two-stage network (the shipped weights, or --weights). Colours of the input, if any, "
+                            "two-stage network (the shipped weights, or --weights). Colours and intensities of the input, if any "
+                            "(and a LAS file's point records, to LAS; an E57 or PTX scan's stations, to E57), "
                             "go to each output point from its nearest input point. Finished stages are kept in "
                             "OUT.partial until OUT is written: the same command run again after a kill resumes there.")
         p.add_argument("inp", metavar="IN")
         p.add_argument("out_positional", metavar="OUT", nargs="?", help="output file (or --out FILE)")
-        p.add_argument("--out", metavar="FILE", help="output file: .ply, .pcd, .npy, .las, .laz, .xyz, .txt, .asc or .csv")
+        p.add_argument("--out", metavar="FILE", help="output file: .ply, .pcd, .npy, .las, .laz, .e57, .xyz, .txt, .asc or .csv")
         p.add_argument("--weights", metavar="FILE", help="model.pt of `inr pointcloud train` (default: the shipped weights)")
         p.add_argument("--drop-duplicates", action="store_true", help="drop exact duplicate points instead of refusing the file")
         p.add_argument("--voxel-size", type=positive_float, metavar="SIZE",
@@ -255,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write the output's normals, estimated (PCA, 30 neighbours; from 40,000 points also over a wider "
                        "subset, taken where flatter) and oriented consistently and outwards, or to the side the input "
                        "says: its normals (where known), an E57/PTX scan's stations, an organized PCD's viewpoint, LAS's up "
-                       "(default: yes for .ply, .pcd, .las, .laz, .txt, .asc and .csv, no for .npy; .xyz has no place for them)")
+                       "(default: yes for .ply, .pcd, .las, .laz, .txt, .asc and .csv, no for .npy; .xyz and .e57 have no place for them)")
         p.add_argument("--keep-mixed-pixels", action="store_true", help=KEEP_MIXED_HELP)
         _add_device(p)
         p.add_argument("--precision", choices=["32", "bf16"], default="32",

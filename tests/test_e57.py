@@ -78,17 +78,44 @@ def test_broken_e57_files_give_one_line_exit_2(tmp_path, case, capsys):
     assert not out.exists()
 
 
-def test_e57_is_read_only_and_says_what_to_install(tmp_path, monkeypatch):
+def test_e57_without_pye57_says_what_to_install(tmp_path, monkeypatch):
     from inr import _external
     from inr.data.pointclouds import read_cloud, write_cloud
     from inr.errors import InputError
 
-    with pytest.raises(InputError, match=r"unsupported point-cloud format \.e57 to write"):
-        write_cloud(tmp_path / "out.e57", np.eye(3))
     _two_station_file(tmp_path / "scan.e57")
     monkeypatch.setitem(_external._PROBES, "pye57", (None, "ModuleNotFoundError: hidden by the test"))
     with pytest.raises(InputError, match=r"E57 files need pye57: pye57 is not usable .*pip install 'inr\[e57\]'"):
         read_cloud(tmp_path / "scan.e57")
+    with pytest.raises(InputError, match=r"E57 files need pye57"):
+        write_cloud(tmp_path / "out.e57", np.eye(3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.e57"]
+
+
+def test_e57_written_a_scan_per_station_far_from_the_origin(tmp_path):
+    # points at a UTM site with colours and intensities, from two stations: two scans, each posed
+    # at its station (no rotation), read back in the common frame; without stations one scan
+    from inr.data.pointclouds import read_scan, write_cloud
+
+    rng = np.random.default_rng(3)
+    stations = np.repeat(np.array([SITE, SITE + [30.0, 0, 2]]), [250, 150], axis=0)
+    points = stations + rng.uniform(-20, 20, size=(400, 3))
+    colours, shine = rng.integers(0, 256, size=(400, 3)) / 255.0, rng.random(400)
+    write_cloud(tmp_path / "out.e57", points, colours, intensity=shine, stations=stations)
+    e57 = pye57.E57(str(tmp_path / "out.e57"))
+    poses = [np.asarray(e57.get_header(i).translation) for i in range(e57.scan_count)]
+    e57.close()
+    assert np.array_equal(np.array(poses), np.array([SITE, SITE + [30.0, 0, 2]]))
+    back = read_scan(tmp_path / "out.e57")
+    # float32 within 20 m of each station: 2 µm steps, not float32's 0.5 m at 4 million metres
+    np.testing.assert_allclose(back.points, points, rtol=0, atol=4e-6)
+    np.testing.assert_allclose(back.colors, colours, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(back.intensity, shine.astype(np.float32), rtol=0, atol=0)
+    write_cloud(tmp_path / "one.e57", points)
+    e57 = pye57.E57(str(tmp_path / "one.e57"))
+    assert e57.scan_count == 1 and np.allclose(e57.get_header(0).translation, (points.min(0) + points.max(0)) / 2)
+    e57.close()
+    np.testing.assert_allclose(read_scan(tmp_path / "one.e57").points, points, rtol=0, atol=4e-6)
 
 
 def test_denoise_a_two_station_e57_scan(tmp_path):
@@ -144,7 +171,7 @@ def test_normals_of_an_e57_scan_face_the_stations_that_saw_it(tmp_path, capsys):
         e57.close()
     assert read_scan(tmp_path / "mobile.e57")[3] is None
     assert read_scan(tmp_path / "mobile.e57").cells is None
-    points, _, normals, towards, _, origins, cells, _ = read_scan(path)
+    points, _, normals, towards, _, origins, cells = read_scan(path)[:7]
     assert np.allclose(origins[:3], SITE + stations[0])
     n_a = int(half.sum())  # each scan's rows and columns as written, the scan's number first
     assert np.array_equal(cells, np.concatenate([np.stack([np.full(n, i), np.arange(n) % 100, np.arange(n) // 100], 1)
@@ -246,3 +273,40 @@ def test_the_normals_an_e57_file_carries_are_read_in_the_common_frame(tmp_path, 
     scans[1] = scans[1][:5] + (False,)
     _write_scans_with_normals(path, scans)
     assert read_oriented_cloud(path)[2] is None
+
+
+def test_denoise_a_station_scan_to_e57_keeps_a_scan_per_station(tmp_path, capsys):
+    # two stations on a scanner's grid (so the reader knows them): the written E57 has a scan posed at
+    # each station, holding the output points whose nearest input point that station saw
+    from inr.cli import main
+    from inr.data.pointclouds import read_scan
+
+    rng = np.random.default_rng(5)
+    sphere = rng.normal(size=(2000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    noisy = 4 * sphere + rng.normal(scale=0.05, size=sphere.shape)
+    east = noisy[:, 0] > 0
+    stations = np.array([[1.0, 0, 0], [-1.0, 0, 0]])
+    path = tmp_path / "room.e57"
+    e57 = pye57.E57(str(path), mode="w")
+    e57.write_scan_raw(_scan(noisy[east] - stations[0], grid=True), name="A", translation=SITE + stations[0])
+    e57.write_scan_raw(_scan(noisy[~east] - stations[1], grid=True), name="B", translation=SITE + stations[1])
+    e57.close()
+    held = read_scan(path)
+    assert held.stations is not None
+    out = tmp_path / "clean.e57"
+    assert main(["pointcloud", "denoise", str(path), str(out), "--no-progress", "--keep-mixed"]) == 0
+    e57 = pye57.E57(str(out))
+    scans = [(np.asarray(e57.get_header(i).translation), e57.read_scan(i, transform=True, ignore_missing_fields=True))
+             for i in range(e57.scan_count)]
+    e57.close()
+    assert [tuple(t) for t, _ in scans] == [tuple(SITE + stations[1]), tuple(SITE + stations[0])]  # sorted
+    for station, scan in scans:
+        pts = np.stack([scan["cartesianX"], scan["cartesianY"], scan["cartesianZ"]], 1)
+        near = np.argmin(((pts[:, None] - held.points[None]) ** 2).sum(-1), 1)
+        assert np.array_equal(held.stations[near], np.tile(station, (len(pts), 1)))
+    assert sum(len(s["cartesianX"]) for _, s in scans) == 2000
+    assert main(["pointcloud", "denoise", str(path), str(tmp_path / "n.e57"), "--normals"]) == 2
+    err = capsys.readouterr().err
+    assert "n.e57" in err and "no place for normals" in err and err.count("\n") == 1
+    assert not (tmp_path / "n.e57").exists()

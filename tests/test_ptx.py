@@ -26,7 +26,7 @@ def test_two_registered_scans_read_in_the_common_frame_with_their_stations(tmp_p
     east = SITE + [10.0, 0, 0]
     text = (ptx_scan(a, SITE, identity, SITE, ca, empty=(3, 17), columns=4) + ptx_scan(b, east, quarter, east, cb))
     (tmp_path / "site.ptx").write_text(text)
-    points, colours, normals, towards, up, origins, cells, intensity = read_scan(tmp_path / "site.ptx")
+    points, colours, normals, towards, up, origins, cells = read_scan(tmp_path / "site.ptx")[:7]
     keep = np.ones(40, bool)
     keep[[3, 17]] = False
     expected = np.concatenate([a[keep] + SITE, np.stack([-b[:, 1], b[:, 0], b[:, 2]], 1) + east])

@@ -1,5 +1,6 @@
 """E57 point clouds (ASTM E2807, the exchange format of terrestrial laser scanners: Leica, FARO,
-Trimble and Riegl software export it) through pye57, the `e57` extra. Read only.
+Trimble and Riegl software export it) through pye57, the `e57` extra. Read, and written
+(`write_e57`: cartesian points with colours and intensities, one scan per station).
 
 A file holds one or more scans, each in its own frame with a pose (a rotation quaternion and a
 translation). Every scan is read in the file's common frame (its pose applied) and the scans
@@ -94,6 +95,38 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
     grids = np.concatenate(cells).astype(np.int64)
     intensity = np.concatenate(intensities) if len(intensities) == count else None
     return np.concatenate(points), colors, normal, origins, grids if (grids[:, 1] >= 0).any() else None, intensity
+
+
+def write_e57(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray] = None,
+              intensity: Optional[np.ndarray] = None, stations: Optional[np.ndarray] = None) -> None:
+    """Write `points` (N, 3) to `tmp` as an E57 file of cartesian scans: one per station where each
+    point's station (N, 3) is given (the points of a station's scan relative to it, its pose that
+    station with no rotation: where the scanner stood), else one whose pose is the points' box
+    centre. pye57 stores a scan's coordinates as float32, so relative to the pose they keep their
+    detail far from the origin (float32's step on the scan's own extent: 4 µm on 100 m). Colours
+    (in [0, 1]) as 8-bit, intensities as float32 with their range as the scan's limits. Normals
+    are not written: pye57's writer has no place for the extension's fields."""
+    pye57 = _pye57(path)
+    points = np.asarray(points, np.float64)
+    if stations is None:
+        groups = [((points.min(0) + points.max(0)) / 2, np.arange(len(points)))]
+    else:
+        where, which = np.unique(np.asarray(stations, np.float64), axis=0, return_inverse=True)
+        groups = [(station, np.flatnonzero(which.reshape(-1) == k)) for k, station in enumerate(where)]
+    e57 = pye57.E57(str(tmp), mode="w")
+    try:
+        for k, (origin, rows) in enumerate(groups):
+            local = points[rows] - origin
+            data = {f"cartesian{a}": local[:, i].copy() for i, a in enumerate("XYZ")}
+            if colors is not None:
+                rgb = np.clip(np.round(np.asarray(colors, np.float64)[rows] * 255), 0, 255).astype(np.uint8)
+                data.update({c: rgb[:, i].copy() for i, c in enumerate(_COLOURS)})
+            if intensity is not None:
+                data["intensity"] = np.asarray(intensity, np.float32)[rows]
+            e57.write_scan_raw(data, name=f"scan {k}" if stations is not None else "cloud",
+                               rotation=np.array([1.0, 0.0, 0.0, 0.0]), translation=np.asarray(origin, np.float64))
+    finally:
+        e57.close()
 
 
 def _scan_normals(path: Path, e57, header, pye57, i: int) -> np.ndarray:

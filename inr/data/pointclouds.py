@@ -1,8 +1,8 @@
 """Point-cloud files: PLY (ascii/binary) and PCD through open3d when it is installed; without
 it PLY through trimesh (PCD needs open3d); PLY far from the origin written with float64
 coordinates by `ply64` either way; NPY and text clouds (XYZ, TXT, ASC, CSV, PTS:
-`text_clouds.py`) through numpy; LAS and LAZ through laspy (`las.py`); E57 (read only) through
-pye57 (`e57.py`); PTX (read only) through numpy (`ptx.py`).
+`text_clouds.py`) through numpy; LAS and LAZ through laspy (`las.py`); E57 through pye57
+(`e57.py`); PTX (read only) through numpy (`ptx.py`).
 
 Every problem with an input is an InputError naming the file: missing, unknown format, not a
 point cloud, empty, a single point, NaN/Inf coordinates, 2D data, all points identical, and
@@ -25,7 +25,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from ..errors import InputError
-from .e57 import E57_FORMATS, read_e57
+from .e57 import E57_FORMATS, read_e57, write_e57
 from .las import LAS_FORMATS, LasRecords, read_las, write_las
 from .ply64 import write_ply_float64
 from .ptx import PTX_FORMATS, read_ptx
@@ -33,9 +33,11 @@ from .text_clouds import INTENSITY_NAMES, TEXT_FORMATS, TEXT_WRITE_FORMATS, file
 
 FORMATS = (".ply", ".pcd", ".npy") + TEXT_FORMATS + LAS_FORMATS + E57_FORMATS + PTX_FORMATS
 WRITE_FORMATS = tuple(f for f in FORMATS
-                      if (f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS) and f not in E57_FORMATS + PTX_FORMATS)
+                      if (f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS) and f not in PTX_FORMATS)
 INTENSITY_FORMATS = tuple(f for f in WRITE_FORMATS if f not in (".npy", ".xyz"))
 """The formats `write_cloud` writes intensities to."""
+NO_NORMALS_FORMATS = (".xyz",) + E57_FORMATS
+"""The formats `write_cloud` writes no normals to."""
 
 
 def _open3d(path: Optional[Path], what: str = "needs open3d"):
@@ -317,7 +319,8 @@ def check_write_format(path: Path) -> None:
 
 
 def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, normals: Optional[np.ndarray] = None,
-                intensity: Optional[np.ndarray] = None, records: Optional[LasRecords] = None) -> None:
+                intensity: Optional[np.ndarray] = None, records: Optional[LasRecords] = None,
+                stations: Optional[np.ndarray] = None) -> None:
     """Write atomically (a temporary file in the same folder, then renamed). Normals go to
     PLY/PCD (nx ny nz; PLY through open3d, or trimesh without it, or with float64
     coordinates where float32 would round them: `float32_loses`), LAS/LAZ (extra dimensions NormalX-Z), TXT/ASC/CSV
@@ -326,7 +329,9 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
     `intensity` property; PLY then through `ply64`), LAS/LAZ (16-bit: `las_intensity`) and
     TXT/ASC/CSV (an Intensity column); NPY and XYZ have no place for them. `records`, a LAS file's
     point records (one per point), go to LAS/LAZ (`write_las`: their format, colours and
-    intensities); other formats leave them out. PTS files are read, not written."""
+    intensities); other formats leave them out. E57 (`write_e57`) takes colours and intensities,
+    no normals, and a scan per station where each point's station (N, 3) is given. PTS and PTX
+    files are read, not written."""
     path = Path(path)
     suffix = path.suffix.lower()
     check_write_format(path)
@@ -342,6 +347,8 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
                 np.save(f, data.astype(np.float64))  # float32 would round coordinates far from the origin
         elif suffix == ".pcd":
             _write_pcd(path, tmp, points, colors, normals, intensity)
+        elif suffix in E57_FORMATS:
+            write_e57(path, tmp, points, colors, intensity, stations)
         elif suffix in LAS_FORMATS:
             write_las(path, tmp, points, colors, normals, intensity, records)
         elif suffix in TEXT_WRITE_FORMATS:

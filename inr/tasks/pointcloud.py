@@ -185,7 +185,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     writers leave them) are passed over. precision: '32', or 'bf16' (the native kernels' products
     in bfloat16 where the CPU has them; the method then says so). A scan whose stations are known
     loses its mixed pixels first, for every method (`data.pointclouds.without_mixed`), unless keep_mixed."""
-    from ..data.pointclouds import INTENSITY_FORMATS, LAS_FORMATS, check_write_format, read_scan, without_mixed, write_cloud
+    from ..data.pointclouds import (E57_FORMATS, INTENSITY_FORMATS, LAS_FORMATS, check_write_format, read_scan, without_mixed,
+                                    write_cloud)
     from .outputs import nearest_rows
 
     check_write_format(out)  # before the network runs
@@ -222,17 +223,20 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         if len(result) == 0:
             raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
         records = scan.records if out.suffix.lower() in LAS_FORMATS else None
-        carried = None if colors is None and scan.intensity is None and records is None else nearest_rows(result, points)
+        stations = scan.stations if out.suffix.lower() in E57_FORMATS else None
+        carried = (None if colors is None and scan.intensity is None and records is None and stations is None
+                   else nearest_rows(result, points))
         out_colors = None if colors is None else colors[carried]
         out_intensity = None if scan.intensity is None else scan.intensity[carried]
         out_records = None if records is None else records[carried]
+        out_stations = None if stations is None else stations[carried]
         out_normals = None
         if normals:
             from ..data.surfaces import scan_normals
 
             out_normals = (scan_normals(result, scan) if stages is None
                            else stages("normals", lambda: {"normals": scan_normals(result, scan)})["normals"])
-        write_cloud(out, result, out_colors, out_normals, out_intensity, out_records)
+        write_cloud(out, result, out_colors, out_normals, out_intensity, out_records, out_stations)
     if stages is not None:
         stages.finish()
     sides_from = None
@@ -269,12 +273,16 @@ def network_stages(out: Path, scan, want: int, weights: Optional[Path], voxel: O
 
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:
     """Whether the output gets normals: as asked, or by default where its format holds them
-    (estimated by open3d, or without it by `plain_normals`). XYZ has no place for them."""
+    (estimated by open3d, or without it by `plain_normals`). XYZ and E57 (as written here) have no
+    place for them."""
+    from ..data.pointclouds import NO_NORMALS_FORMATS
+
     suffix = out.suffix.lower()
     if asked is None:
-        return suffix not in (".xyz", ".npy")
-    if asked and suffix == ".xyz":
-        raise InputError(out, "XYZ files have no place for normals; write .ply, .pcd, .npy, .las, .laz, .txt, .asc or .csv, or leave out --normals")
+        return suffix not in NO_NORMALS_FORMATS + (".npy",)
+    if asked and suffix in NO_NORMALS_FORMATS:
+        raise InputError(out, f"{suffix[1:].upper()} files have no place for normals here; write .ply, .pcd, .npy, .las, "
+                         ".laz, .txt, .asc or .csv, or leave out --normals")
     return asked
 
 
