@@ -113,7 +113,7 @@ def test_nerf_render_export_bad_requests_exit_2(tmp_path, capsys):
         (["nerf", "render", str(tmp_path), "--out", str(tmp_path / "v.mp4")], "is not a run folder"),
         (["nerf", "export", str(out)], "needs --mesh"),
         (["nerf", "export", str(out), "--mesh", str(tmp_path / "m.stl")], "unsupported mesh format"),
-        (["nerf", "export", str(out), "--points", str(tmp_path / "p.e57")], "unsupported point cloud format"),
+        (["nerf", "export", str(out), "--points", str(tmp_path / "p.ptx")], "unsupported point cloud format"),
         (["nerf", "export", str(out), "--mesh", str(tmp_path / "m.ply"), "--threshold", "1e9", "--resolution", "12"], "cannot extract a mesh"),
     ]
     for argv, message in cases:
