@@ -1366,6 +1366,7 @@ def test_network_commands_resume_a_killed_run_with_the_same_output(tmp_path, tin
         assert main(args + ["--out", str(tmp_path / "out.ply")]) == 130  # Ctrl-C's exit code
     assert capsys.readouterr().err.strip() == f"inr: interrupted; the same command resumes from {partial}"
     assert (partial / "key.json").is_file() and (partial / "band-0.npz").is_file() and not (tmp_path / "out.ply").exists()
+    assert not (partial / "tiles").exists()  # each band's tiles went once the band was kept
     calls = []
     network = tp._network
 

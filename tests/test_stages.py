@@ -72,3 +72,45 @@ def test_array_digest_follows_values_shapes_and_dtypes():
     assert array_digest(a) != array_digest(b)
     assert array_digest(a, None) != array_digest(a, a)
     assert array_digest(np.asfortranarray(a)) == array_digest(a)  # the values, not the memory layout
+
+
+def test_a_run_killed_inside_a_stage_reruns_only_the_tiles_it_had_not_finished(tmp_path):
+    # the shipped network on a noisy sphere, 16-voxel tiles: killed after 5 computed tiles, the same
+    # run again computes only the others and gives the uninterrupted points; saving the stage
+    # clears its tiles
+    import torch
+
+    from inr.pointcloud.weights import load_weights
+    from inr.tasks.pointcloud import default_weights
+    from inr.tasks.stages import TILES, Stages
+
+    rng = np.random.default_rng(0)
+    sphere = rng.normal(size=(3000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    cloud = torch.from_numpy(sphere + rng.normal(scale=0.01, size=sphere.shape))
+    model = load_weights(default_weights())
+    whole, _ = model.reconstruct(cloud, tile=16)
+    stages = Stages(tmp_path / "p", {"scan": "sphere"})
+    computed = []
+
+    def counted(key, compute, limit=None):
+        def run():
+            if limit is not None and len(computed) == limit:
+                raise KeyboardInterrupt
+            computed.append(key)
+            return compute()
+        return stages.tile(key, run)
+
+    model.keep_tiles = lambda key, compute: counted(key, compute, limit=5)
+    with pytest.raises(KeyboardInterrupt):
+        model.reconstruct(cloud, tile=16)
+    assert stages.held_tiles() == 5
+    first = list(computed)
+    computed.clear()
+    stages = Stages(tmp_path / "p", {"scan": "sphere"})
+    model.keep_tiles = counted
+    again, _ = model.reconstruct(cloud, tile=16)
+    assert stages.reused_tiles == 5 and not set(first) & set(computed) and len(computed) > 5
+    assert torch.equal(again, whole)
+    stages("band-0", lambda: {"points": again.numpy()})
+    assert not (tmp_path / "p" / TILES).exists() and stages.held() == ["band-0"]

@@ -18,8 +18,9 @@ Large grids are processed in tiles with overlapping margins (`reconstruct`).
 
 from __future__ import annotations
 
+import hashlib
 import sys
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -425,8 +426,23 @@ def chamfer(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return d_ab.mean() + d_ba.mean()
 
 
+def tile_key(u: torch.Tensor, start: torch.Tensor, tile: int, threshold: float, noise: Optional[float], crop: bool) -> str:
+    """A hash of what one tile of `Reconstructor._run` is computed from, with the weights: its
+    points in voxel units (the frame is in them), its lower corner and size, the threshold, the
+    noise level in voxels given to the network and whether it is cropped."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(np.ascontiguousarray(u.detach().cpu().numpy(), np.float32).tobytes())
+    h.update(repr((start.tolist(), tile, float(threshold), None if noise is None else float(noise), crop)).encode())
+    return h.hexdigest()
+
+
 class Reconstructor(nn.Module):
     """Both stages; forward() returns the losses for a (noisy, clean) pair, reconstruct() the points."""
+
+    keep_tiles: Optional[Callable[[str, Callable[[], np.ndarray]], np.ndarray]] = None
+    """Set by a command that keeps its work (`inr.tasks.stages.Stages.tile`): (a tile's `tile_key`,
+    what computes its points) -> those points, (M, 3) float32 in voxel units, computed or kept from
+    a run that was killed. None: every tile computed."""
 
     def __init__(self, cfg: Optional[ReconstructionConfig] = None, voxels_per_diagonal: float = 56.0) -> None:
         super().__init__()
@@ -720,18 +736,28 @@ class Reconstructor(nn.Module):
             from tqdm import tqdm
 
             starts = tqdm(starts, desc="tiles", unit="tile", file=sys.stderr)
+        level = None if noise is None else noise / frame.voxel
         chunks = []
         for start in starts:
             near = ((ijk >= start - margin) & (ijk < start + tile + margin)).all(1) if crop else slice(None)
             u_t = u[near]
-            x = candidate_input(u_t, self.cfg.moments, self.cfg.noise_input, None if noise is None else noise / frame.voxel)
-            out = self.stage1(x)
-            keep = torch.sigmoid(out.logits[-1]) > threshold
-            if crop:
-                keep &= ((x.coords >= start) & (x.coords < start + tile)).all(1)
-            rows = keep.nonzero()[:, 0]
-            if len(rows):
-                chunks.append(self._points(x, out, rows, u_t).reshape(-1, 3))
+
+            def one_tile() -> torch.Tensor:
+                x = candidate_input(u_t, self.cfg.moments, self.cfg.noise_input, level)
+                out = self.stage1(x)
+                keep = torch.sigmoid(out.logits[-1]) > threshold
+                if crop:
+                    keep &= ((x.coords >= start) & (x.coords < start + tile)).all(1)
+                rows = keep.nonzero()[:, 0]
+                return self._points(x, out, rows, u_t).reshape(-1, 3) if len(rows) else u.new_zeros(0, 3)
+
+            if self.keep_tiles is None:
+                done = one_tile()
+            else:
+                kept = self.keep_tiles(tile_key(u_t, start, tile, threshold, level, crop), lambda: one_tile().cpu().numpy())
+                done = torch.from_numpy(kept).to(u.device)
+            if len(done):
+                chunks.append(done)
         pts = torch.cat(chunks) if chunks else u.new_zeros(0, 3)
         del chunks
         return pts.mul_(frame.voxel).add_(frame.centre)  # to world units in place (35M points on a 10M-point scan)

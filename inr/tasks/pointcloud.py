@@ -102,9 +102,10 @@ def network_points(points: np.ndarray, weights: Optional[Path] = None, voxel: Op
     return run(points), path, bf16
 
 
-def _network(weights: Optional[Path], voxel: Optional[float], device: str, progress: bool, precision: str):
+def _network(weights: Optional[Path], voxel: Optional[float], device: str, progress: bool, precision: str,
+             tiles=None):
     """(a function: cloud (M, 3) float64 -> the network's points for it, float64; the weights' path;
-    whether its products run in bfloat16)."""
+    whether its products run in bfloat16). tiles: where its tiles are kept (`Reconstructor.keep_tiles`)."""
     import torch
 
     from ..devices import resolve_device
@@ -116,6 +117,7 @@ def _network(weights: Optional[Path], voxel: Optional[float], device: str, progr
         raise InputError(path, "no trained weights are shipped yet; pass --weights DIR/model.pt from `inr pointcloud train`")
     model = load_weights(path).to(resolve_device(device))
     bf16 = precision == "bf16" and next(model.parameters()).device.type == "cpu" and use_bf16(model)
+    model.keep_tiles = tiles
 
     def run(points: np.ndarray) -> np.ndarray:
         pts, _ = model.reconstruct(torch.from_numpy(np.ascontiguousarray(points, dtype=np.float64)), voxel=voxel,
@@ -147,7 +149,7 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
     from ..pointcloud.mls import mls_fill
     from ..pointcloud.strays import scattered
 
-    run, path, bf16 = _network(weights, voxel, device, progress, precision)
+    run, path, bf16 = _network(weights, voxel, device, progress, precision, getattr(stages, "tile", None))
     method = f"network {path}"
     if precision == "bf16":
         method += " in bf16" if bf16 else " in float32: bf16 products need the native kernels on a CPU with AVX512-BF16"
@@ -264,10 +266,11 @@ def network_stages(out: Path, scan, want: int, weights: Optional[Path], voxel: O
     stages = resumable(out, scan, {"want": want, "weights": file_identity(path) if path.is_file() else str(path),
                                    "voxel": voxel, "device": device, "precision": precision, "seed": seed,
                                    **(more or {})})
-    held = stages.held()
-    if held:
-        print(f"inr: resuming from {stages.folder} ({len(held)} finished stage{'s' * (len(held) > 1)}: "
-              f"{', '.join(held)})", file=sys.stderr)
+    held, tiles = stages.held(), stages.held_tiles()
+    if held or tiles:
+        done = [f"{len(held)} finished stage{'s' * (len(held) > 1)}: {', '.join(held)}"] if held else []
+        done += [f"{tiles} tile{'s' * (tiles > 1)} of the stage under way"] if tiles else []
+        print(f"inr: resuming from {stages.folder} ({'; '.join(done)})", file=sys.stderr)
     return stages
 
 

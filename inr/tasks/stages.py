@@ -6,7 +6,10 @@ A 10-million-point laser scan takes the network twenty minutes on two cores, ban
 output, the normals) are saved as it finishes, in a folder beside the output (`OUT.partial`),
 under a key: a hash of the input's points (and of its normals and stations, which the normals
 depend on) and the command's settings. A run whose key matches the folder's reuses what it holds;
-another key starts the folder afresh. The folder goes when the output has been written.
+another key starts the folder afresh. Inside the stage under way, each tile of the network's
+run is kept too (`tile`, in `tiles/`), so that a kill in a long band loses at most the tile being
+computed; a stage's tiles go once the stage is saved. The folder goes when the output has been
+written.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..errors import InputError
 FORMAT = 1
 """Bumped when a stage's content changes meaning: an older folder then starts afresh."""
 KEY_FILE = "key.json"
+TILES = "tiles"
 
 Arrays = Dict[str, np.ndarray]
 
@@ -85,6 +89,7 @@ class Stages:
         # through JSON once, so that the key compares equal to the one read back (tuples, floats)
         self.key = json.loads(json.dumps({"format": FORMAT, "inr": __version__, **key}, sort_keys=True))
         self.reused: List[str] = []
+        self.reused_tiles = 0
         self._ready = False
 
     def _prepare(self) -> None:
@@ -128,7 +133,32 @@ class Stages:
         with tmp.open("wb") as f:
             np.savez(f, **value)
         os.replace(tmp, path)
+        shutil.rmtree(self.folder / TILES, ignore_errors=True)  # the stage holds what its tiles made
         return value
+
+    def tile(self, key: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """One tile of the network's run in the stage under way (`Reconstructor.keep_tiles`): the
+        array kept under `key` (a hash of all it is computed from), else computed and kept."""
+        self._prepare()
+        path = self.folder / TILES / f"{key}.npy"
+        if path.is_file():
+            try:
+                kept = np.load(path, allow_pickle=False)
+                self.reused_tiles += 1
+                return kept
+            except (OSError, ValueError, EOFError):
+                pass  # a damaged file (a kill while the disk was full): computed again
+        value = np.ascontiguousarray(compute())
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(f".tmp-{key}.npy")
+        with tmp.open("wb") as f:
+            np.save(f, value)
+        os.replace(tmp, path)
+        return value
+
+    def held_tiles(self) -> int:
+        """How many tiles of an unfinished stage this key finds in the folder."""
+        return len(list((self.folder / TILES).glob("*.npy"))) if self._same_key() else 0
 
     @contextmanager
     def guarded(self) -> Iterator[None]:
@@ -138,7 +168,7 @@ class Stages:
         try:
             yield
         except KeyboardInterrupt as exc:  # or a training run's RunStopped: its type (the exit code) is kept
-            if not any(self.folder.glob("*.npz")):
+            if not any(self.folder.glob("*.npz")) and not any((self.folder / TILES).glob("*.npy")):
                 raise
             exc.args = (f"{str(exc) or 'interrupted'}; the same command resumes from {self.folder}",)
             raise
