@@ -116,15 +116,17 @@ class Scan(NamedTuple):
         return self.normals if self.normals is not None and not np.isnan(self.normals[:, 0]).any() else None
 
 
-def read_scan(path, duplicates: str = "error") -> Scan:
+def read_scan(path, duplicates: str = "error", records: bool = False) -> Scan:
     """`read_oriented_cloud` with zero or NaN normals passed over (NaN rows; the others kept), and
-    what the file says about the sides of its normals (`Scan`)."""
+    what the file says about the sides of its normals (`Scan`); a LAS file's point records only
+    with `records` (they hold 20-60 bytes a point)."""
     from .orientation import towards_station
 
-    points, colors, normals, stations, cells, intensity, records = _read(path, duplicates, "ignore")
+    points, colors, normals, stations, cells, intensity, kept = _read(path, duplicates, "ignore")
     up = np.array([0.0, 0.0, 1.0]) if Path(path).suffix.lower() in LAS_FORMATS else None
     towards = None if stations is None else towards_station(points, stations)
-    return Scan(points, colors, normals, towards, up, stations, None if stations is None else cells, intensity, records)
+    return Scan(points, colors, normals, towards, up, stations, None if stations is None else cells, intensity,
+                kept if records else None)
 
 
 def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:

@@ -199,7 +199,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
     normals = _wants_normals(out, normals)
-    scan, mixed = without_mixed(read_scan(inp, "drop" if drop_duplicates else "error"), keep_mixed)
+    las_out = out.suffix.lower() in LAS_FORMATS  # a LAS file's point records go to a LAS output
+    scan, mixed = without_mixed(read_scan(inp, "drop" if drop_duplicates else "error", records=las_out), keep_mixed)
     points, colors = scan.points, scan.colors
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
@@ -224,7 +225,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
                                                          progress, precision, seed, stages)
         if len(result) == 0:
             raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
-        records = scan.records if out.suffix.lower() in LAS_FORMATS else None
+        records = scan.records
         stations = scan.stations if out.suffix.lower() in E57_FORMATS else None
         carried = (None if colors is None and scan.intensity is None and records is None and stations is None
                    else nearest_rows(result, points))
