@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write the output's normals, estimated (PCA, 30 neighbours; from 40,000 points also over a wider "
                        "subset, taken where flatter) and oriented consistently and outwards, or to the side the input "
                        "says: its normals (where known), an E57/PTX scan's stations, an organized PCD's viewpoint, LAS's up "
-                       "(default: yes for .ply, .pcd, .las, .laz, .txt, .asc and .csv, no for .npy; .xyz and .e57 have no place for them)")
+                       "(default: yes for .ply, .pcd, .las, .laz, .e57, .txt, .asc and .csv, no for .npy; .xyz has no place for them)")
         p.add_argument("--keep-mixed-pixels", action="store_true", help=KEEP_MIXED_HELP)
         _add_device(p)
         p.add_argument("--precision", choices=["32", "bf16"], default="32",

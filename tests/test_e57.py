@@ -93,29 +93,32 @@ def test_e57_without_pye57_says_what_to_install(tmp_path, monkeypatch):
 
 
 def test_e57_written_a_scan_per_station_far_from_the_origin(tmp_path):
-    # points at a UTM site with colours and intensities, from two stations: two scans, each posed
-    # at its station (no rotation), read back in the common frame; without stations one scan
+    # points at a UTM site with colours, normals and intensities, from two stations: two scans,
+    # each posed at its station (no rotation), read back in the common frame (coordinates as
+    # float64: exact); without stations one scan
     from inr.data.pointclouds import read_scan, write_cloud
 
     rng = np.random.default_rng(3)
     stations = np.repeat(np.array([SITE, SITE + [30.0, 0, 2]]), [250, 150], axis=0)
     points = stations + rng.uniform(-20, 20, size=(400, 3))
     colours, shine = rng.integers(0, 256, size=(400, 3)) / 255.0, rng.random(400)
-    write_cloud(tmp_path / "out.e57", points, colours, intensity=shine, stations=stations)
+    normals = rng.normal(size=(400, 3))
+    normals /= np.linalg.norm(normals, axis=1, keepdims=True)
+    write_cloud(tmp_path / "out.e57", points, colours, normals, shine, stations=stations)
     e57 = pye57.E57(str(tmp_path / "out.e57"))
     poses = [np.asarray(e57.get_header(i).translation) for i in range(e57.scan_count)]
     e57.close()
     assert np.array_equal(np.array(poses), np.array([SITE, SITE + [30.0, 0, 2]]))
     back = read_scan(tmp_path / "out.e57")
-    # float32 within 20 m of each station: 2 µm steps, not float32's 0.5 m at 4 million metres
-    np.testing.assert_allclose(back.points, points, rtol=0, atol=4e-6)
+    np.testing.assert_allclose(back.points, points, rtol=0, atol=1e-9)
     np.testing.assert_allclose(back.colors, colours, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(back.normals, normals, rtol=0, atol=1e-7)  # float32
     np.testing.assert_allclose(back.intensity, shine.astype(np.float32), rtol=0, atol=0)
     write_cloud(tmp_path / "one.e57", points)
     e57 = pye57.E57(str(tmp_path / "one.e57"))
     assert e57.scan_count == 1 and np.allclose(e57.get_header(0).translation, (points.min(0) + points.max(0)) / 2)
     e57.close()
-    np.testing.assert_allclose(read_scan(tmp_path / "one.e57").points, points, rtol=0, atol=4e-6)
+    np.testing.assert_allclose(read_scan(tmp_path / "one.e57").points, points, rtol=0, atol=1e-9)
 
 
 def test_denoise_a_two_station_e57_scan(tmp_path):
@@ -306,7 +309,6 @@ def test_denoise_a_station_scan_to_e57_keeps_a_scan_per_station(tmp_path, capsys
         near = np.argmin(((pts[:, None] - held.points[None]) ** 2).sum(-1), 1)
         assert np.array_equal(held.stations[near], np.tile(station, (len(pts), 1)))
     assert sum(len(s["cartesianX"]) for _, s in scans) == 2000
-    assert main(["pointcloud", "denoise", str(path), str(tmp_path / "n.e57"), "--normals"]) == 2
-    err = capsys.readouterr().err
-    assert "n.e57" in err and "no place for normals" in err and err.count("\n") == 1
-    assert not (tmp_path / "n.e57").exists()
+    written = read_scan(out)  # the normals face the stations, inside the room
+    inward = np.einsum("ij,ij->i", written.normals, -(written.points - SITE) / np.linalg.norm(written.points - SITE, axis=1, keepdims=True))
+    assert (inward > 0.9).mean() > 0.95

@@ -1,6 +1,6 @@
 """E57 point clouds (ASTM E2807, the exchange format of terrestrial laser scanners: Leica, FARO,
 Trimble and Riegl software export it) through pye57, the `e57` extra. Read, and written
-(`write_e57`: cartesian points with colours and intensities, one scan per station).
+(`write_e57`: cartesian points with colours, intensities and normals, one scan per station).
 
 A file holds one or more scans, each in its own frame with a pose (a rotation quaternion and a
 translation). Every scan is read in the file's common frame (its pose applied) and the scans
@@ -97,16 +97,22 @@ def read_e57(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
     return np.concatenate(points), colors, normal, origins, grids if (grids[:, 1] >= 0).any() else None, intensity
 
 
+NORMALS_URI = "http://www.libe57.org/E57_NOR_surface_normals.txt"
+"""The surface-normals extension's name, under which its `nor:` fields are declared."""
+
+
 def write_e57(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray] = None,
-              intensity: Optional[np.ndarray] = None, stations: Optional[np.ndarray] = None) -> None:
-    """Write `points` (N, 3) to `tmp` as an E57 file of cartesian scans: one per station where each
-    point's station (N, 3) is given (the points of a station's scan relative to it, its pose that
-    station with no rotation: where the scanner stood), else one whose pose is the points' box
-    centre. pye57 stores a scan's coordinates as float32, so relative to the pose they keep their
-    detail far from the origin (float32's step on the scan's own extent: 4 µm on 100 m). Colours
-    (in [0, 1]) as 8-bit, intensities as float32 with their range as the scan's limits. Normals
-    are not written: pye57's writer has no place for the extension's fields."""
+              normals: Optional[np.ndarray] = None, intensity: Optional[np.ndarray] = None,
+              stations: Optional[np.ndarray] = None) -> None:
+    """Write `points` (N, 3) to `tmp` as an E57 file of cartesian scans, built with libE57's nodes
+    (pye57's own writer stores coordinates as float32 and has no place for normals): one scan per
+    station where each point's station (N, 3) is given (posed at the station with no rotation:
+    where the scanner stood), else one posed at the points' box centre; each scan's points
+    relative to its pose, as float64. Colours (in [0, 1]) as 8-bit, intensities as float32 with
+    their range as the scan's limits, normals as the surface-normals extension's `nor:normalX/Y/Z`
+    (float32), as CloudCompare and libE57 write them."""
     pye57 = _pye57(path)
+    lib = pye57.libe57
     points = np.asarray(points, np.float64)
     if stations is None:
         groups = [((points.min(0) + points.max(0)) / 2, np.arange(len(points)))]
@@ -115,18 +121,73 @@ def write_e57(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nda
         groups = [(station, np.flatnonzero(which.reshape(-1) == k)) for k, station in enumerate(where)]
     e57 = pye57.E57(str(tmp), mode="w")
     try:
+        imf = e57.image_file
+        if normals is not None:
+            imf.extensionsAdd("nor", NORMALS_URI)
         for k, (origin, rows) in enumerate(groups):
-            local = points[rows] - origin
-            data = {f"cartesian{a}": local[:, i].copy() for i, a in enumerate("XYZ")}
+            fields = {f"cartesian{a}": np.ascontiguousarray(points[rows, i] - origin[i]) for i, a in enumerate("XYZ")}
             if colors is not None:
                 rgb = np.clip(np.round(np.asarray(colors, np.float64)[rows] * 255), 0, 255).astype(np.uint8)
-                data.update({c: rgb[:, i].copy() for i, c in enumerate(_COLOURS)})
+                fields.update({c: np.ascontiguousarray(rgb[:, i]) for i, c in enumerate(_COLOURS)})
             if intensity is not None:
-                data["intensity"] = np.asarray(intensity, np.float32)[rows]
-            e57.write_scan_raw(data, name=f"scan {k}" if stations is not None else "cloud",
-                               rotation=np.array([1.0, 0.0, 0.0, 0.0]), translation=np.asarray(origin, np.float64))
+                fields["intensity"] = np.ascontiguousarray(np.asarray(intensity, np.float32)[rows])
+            if normals is not None:
+                fields.update({n: np.ascontiguousarray(np.asarray(normals, np.float32)[rows, i]) for i, n in enumerate(_NORMALS)})
+            e57.data3d.append(_scan_node(lib, imf, f"scan {k}" if stations is not None else "cloud", origin, fields))
+            scan = lib.StructureNode(e57.data3d.get(k))
+            buffers = lib.VectorSourceDestBuffer()
+            for name, array in fields.items():
+                buffers.append(lib.SourceDestBuffer(imf, name, array, len(array), True, True))
+            writer = lib.CompressedVectorNode(scan.get("points")).writer(buffers)
+            writer.write(len(rows))
+            writer.close()
     finally:
         e57.close()
+
+
+def _scan_node(lib, imf, name: str, origin: np.ndarray, fields: dict):
+    """A scan's node (before its points are written): its name, a pose at `origin` with no rotation,
+    bounds and limits, and a prototype of `fields` (name: the values it will hold)."""
+    import uuid
+
+    scan = lib.StructureNode(imf)
+    scan.set("guid", lib.StringNode(imf, "{%s}" % uuid.uuid4()))
+    scan.set("name", lib.StringNode(imf, name))
+    pose, rotation, translation = lib.StructureNode(imf), lib.StructureNode(imf), lib.StructureNode(imf)
+    for axis, value in zip("wxyz", (1.0, 0.0, 0.0, 0.0)):
+        rotation.set(axis, lib.FloatNode(imf, value))
+    for axis, value in zip("xyz", origin):
+        translation.set(axis, lib.FloatNode(imf, float(value)))
+    pose.set("rotation", rotation)
+    pose.set("translation", translation)
+    scan.set("pose", pose)
+    bounds = lib.StructureNode(imf)
+    for i, axis in enumerate("xyz"):
+        values = fields[f"cartesian{axis.upper()}"]
+        bounds.set(f"{axis}Minimum", lib.FloatNode(imf, float(values.min() + origin[i])))
+        bounds.set(f"{axis}Maximum", lib.FloatNode(imf, float(values.max() + origin[i])))
+    scan.set("cartesianBounds", bounds)
+    prototype = lib.StructureNode(imf)
+    for name, values in fields.items():
+        if values.dtype == np.uint8:  # colours
+            prototype.set(name, lib.IntegerNode(imf, 0, 0, 255))
+            continue
+        precision = lib.FloatPrecision.E57_DOUBLE if values.dtype == np.float64 else lib.FloatPrecision.E57_SINGLE
+        low, high = (-1.0, 1.0) if name in _NORMALS else (float(values.min()), float(values.max()))
+        prototype.set(name, lib.FloatNode(imf, low, precision, low, high))
+    if "intensity" in fields:
+        limits = lib.StructureNode(imf)
+        limits.set("intensityMinimum", lib.FloatNode(imf, float(fields["intensity"].min())))
+        limits.set("intensityMaximum", lib.FloatNode(imf, float(fields["intensity"].max())))
+        scan.set("intensityLimits", limits)
+    if _COLOURS[0] in fields:
+        limits = lib.StructureNode(imf)
+        for c in _COLOURS:
+            limits.set(f"{c}Minimum", lib.IntegerNode(imf, 0))
+            limits.set(f"{c}Maximum", lib.IntegerNode(imf, 255))
+        scan.set("colorLimits", limits)
+    scan.set("points", lib.CompressedVectorNode(imf, prototype, lib.VectorNode(imf, True)))
+    return scan
 
 
 def _scan_normals(path: Path, e57, header, pye57, i: int) -> np.ndarray:

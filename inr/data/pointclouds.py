@@ -36,8 +36,6 @@ WRITE_FORMATS = tuple(f for f in FORMATS
                       if (f not in TEXT_FORMATS or f in TEXT_WRITE_FORMATS) and f not in PTX_FORMATS)
 INTENSITY_FORMATS = tuple(f for f in WRITE_FORMATS if f not in (".npy", ".xyz"))
 """The formats `write_cloud` writes intensities to."""
-NO_NORMALS_FORMATS = (".xyz",) + E57_FORMATS
-"""The formats `write_cloud` writes no normals to."""
 
 
 def _open3d(path: Optional[Path], what: str = "needs open3d"):
@@ -331,8 +329,8 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
     `intensity` property; PLY then through `ply64`), LAS/LAZ (16-bit: `las_intensity`) and
     TXT/ASC/CSV (an Intensity column); NPY and XYZ have no place for them. `records`, a LAS file's
     point records (one per point), go to LAS/LAZ (`write_las`: their format, colours and
-    intensities); other formats leave them out. E57 (`write_e57`) takes colours and intensities,
-    no normals, and a scan per station where each point's station (N, 3) is given. PTS and PTX
+    intensities); other formats leave them out. E57 (`write_e57`) takes colours, normals and
+    intensities, and a scan per station where each point's station (N, 3) is given. PTS and PTX
     files are read, not written."""
     path = Path(path)
     suffix = path.suffix.lower()
@@ -350,7 +348,7 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
         elif suffix == ".pcd":
             _write_pcd(path, tmp, points, colors, normals, intensity)
         elif suffix in E57_FORMATS:
-            write_e57(path, tmp, points, colors, intensity, stations)
+            write_e57(path, tmp, points, colors, normals, intensity, stations)
         elif suffix in LAS_FORMATS:
             write_las(path, tmp, points, colors, normals, intensity, records)
         elif suffix in TEXT_WRITE_FORMATS:

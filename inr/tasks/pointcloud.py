@@ -277,16 +277,13 @@ def network_stages(out: Path, scan, want: int, weights: Optional[Path], voxel: O
 
 def _wants_normals(out: Path, asked: Optional[bool]) -> bool:
     """Whether the output gets normals: as asked, or by default where its format holds them
-    (estimated by open3d, or without it by `plain_normals`). XYZ and E57 (as written here) have no
-    place for them."""
-    from ..data.pointclouds import NO_NORMALS_FORMATS
-
+    (estimated by open3d, or without it by `plain_normals`). XYZ has no place for them."""
     suffix = out.suffix.lower()
     if asked is None:
-        return suffix not in NO_NORMALS_FORMATS + (".npy",)
-    if asked and suffix in NO_NORMALS_FORMATS:
-        raise InputError(out, f"{suffix[1:].upper()} files have no place for normals here; write .ply, .pcd, .npy, .las, "
-                         ".laz, .txt, .asc or .csv, or leave out --normals")
+        return suffix not in (".xyz", ".npy")
+    if asked and suffix == ".xyz":
+        raise InputError(out, "XYZ files have no place for normals; write .ply, .pcd, .npy, .las, .laz, .e57, .txt, .asc "
+                         "or .csv, or leave out --normals")
     return asked
 
 
