@@ -8,9 +8,10 @@ are joined, as a registered project exports them. Points a scanner marks invalid
 cartesianInvalidState or sphericalInvalidState: no return) are left out, and scans stored as
 range, azimuth and elevation become x, y, z. Colours (colorRed/Green/Blue) are scaled by the
 maxima the scan's header declares (255 where it declares none); a file whose scans do not all
-have colours reads without them; intensities are read as stored, where every scan has them. Normals (the surface-normals extension's `nor:normalX/Y/Z`
-fields, which pye57's own readers leave out) are read through libE57's buffers, the scan's
-invalid points left out and its pose's rotation applied, when every scan has them. Where every
+have colours reads without them; intensities are read as stored, where every scan has them.
+Normals (the surface-normals extension's `nor:normalX/Y/Z` fields, which pye57's own readers
+leave out) are read through libE57's buffers, the scan's invalid points left out and its pose's
+rotation applied, when every scan has them. Where every
 scan is a stationary scanner's (stored as range, azimuth and elevation, or on a row and column
 grid, as terrestrial scanners' software writes them), each
 point's direction towards the station that scanned it (its scan pose's translation: where the

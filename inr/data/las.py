@@ -111,9 +111,9 @@ def las_intensity(values: np.ndarray) -> np.ndarray:
 def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray], normals: Optional[np.ndarray],
               intensity: Optional[np.ndarray] = None, records: Optional[LasRecords] = None) -> None:
     """Write LAS 1.2 (point format 2 with colours, 0 without; normals as float32 extra dimensions;
-    intensities as `las_intensity`) to `tmp`, compressed when `path` ends in .laz. The offset is the box centre and the scale the
-    power of ten that fits the half-extent in INT_RANGE steps: a point moves by at most half a
-    step, under 3e-9 of the extent. With `records` (one per point, of a LAS file's), the file
+    intensities as `las_intensity`) to `tmp`, compressed when `path` ends in .laz. The offset is
+    the box centre and the scale the power of ten that fits the half-extent in INT_RANGE steps: a
+    point moves by at most half a step, under 3e-9 of the extent. With `records` (one per point, of a LAS file's), the file
     takes their point format and version and each point its record, only its coordinates (and
     its normal, where given) replaced: colours and intensities are then the records' own, as
     stored (`colors` and `intensity` are not used)."""

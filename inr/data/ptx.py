@@ -12,8 +12,9 @@ A file holds one or more scans, each a header and a grid of points:
     columns x rows lines: x y z intensity [r g b]
 
 Cells where the scanner had no return hold 0 0 0 and are left out. Colours are 0-255 and kept
-only when every scan has them; intensities (most writers: 0-1) are kept as written. Each point's scanner's position is returned too: the side of the
-surface the scanner saw (`read_scan`'s sides), and where its mixed pixels lie
+only when every scan has them; intensities (most writers: 0-1) are kept as written. Each point's
+scanner's position is returned too: the side of the surface the scanner saw (`read_scan`'s
+sides), and where its mixed pixels lie
 (`inr.pointcloud.mixed`), and its cell: its scan, row and column (the grid is stored a column at
 a time: a column's rows, then the next column's)."""
 

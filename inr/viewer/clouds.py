@@ -1,8 +1,9 @@
 """Point clouds and meshes in the viewer: one file, or several side by side (`inr view noisy.ply
 denoised.ply`: the same shape before and after, placed one box-width apart with a checkbox
-each), with colours (a scan without them in grey by its intensities), normals on demand (a cloud file's own, when it has them; else estimated and
-oriented as `denoise` writes them; a mesh's vertex normals), the point size, and for a scanner's
-scan (E57, PTX, a PCD with its viewpoint) its mixed pixels on demand, in red."""
+each), with colours (a scan without them in grey by its intensities), normals on demand (a
+cloud file's own, when it has them; else estimated and oriented as `denoise` writes them; a
+mesh's vertex normals), the point size, and for a scanner's scan (E57, PTX, a PCD with its
+viewpoint) its mixed pixels on demand, in red."""
 
 from __future__ import annotations
 
@@ -105,7 +106,8 @@ class CloudViewer:
             if len(points) > MAX_POINTS:
                 shown = np.random.default_rng(0).choice(len(points), MAX_POINTS, replace=False)
             pts = points[shown] + offset
-            rgb = point_colours(None if colors is None else colors[shown], None if data.intensity is None else data.intensity[shown])
+            rgb = point_colours(None if colors is None else colors[shown],
+                                None if data.intensity is None else data.intensity[shown])
             item["handle"] = scene.add_point_cloud(name, pts.astype(np.float32), rgb, point_size=float(self.size.value),
                                                    point_shape="circle")
             item["points"] = pts
