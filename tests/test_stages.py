@@ -114,3 +114,15 @@ def test_a_run_killed_inside_a_stage_reruns_only_the_tiles_it_had_not_finished(t
     assert torch.equal(again, whole)
     stages("band-0", lambda: {"points": again.numpy()})
     assert not (tmp_path / "p" / TILES).exists() and stages.held() == ["band-0"]
+
+
+def test_half_written_files_of_a_kill_are_not_counted_as_kept(tmp_path):
+    from inr.tasks.stages import TILES, Stages
+
+    stages = Stages(tmp_path / "p", {"scan": "x"})
+    stages("spacing", lambda: {"a": np.arange(3)})
+    stages.tile("abc", lambda: np.zeros((2, 3), np.float32))
+    (tmp_path / "p" / ".tmp-band-0.npz").write_bytes(b"half")  # a kill while these were written
+    (tmp_path / "p" / TILES / ".tmp-def.npy").write_bytes(b"half")
+    again = Stages(tmp_path / "p", {"scan": "x"})
+    assert again.held() == ["spacing"] and again.held_tiles() == 1

@@ -54,6 +54,11 @@ def array_digest(*arrays: Optional[np.ndarray]) -> str:
     return h.hexdigest()
 
 
+def _kept(folder: Path, suffix: str) -> List[Path]:
+    """The files of `folder` ending in `suffix`, less the temporary ones a kill left half written."""
+    return [p for p in folder.glob(f"*{suffix}") if not p.name.startswith(".tmp-")]
+
+
 def _load(path: Path) -> Optional[Arrays]:
     """A stage's arrays as saved, or None where there is no file or a damaged one (a kill while the
     disk was full): that stage is then computed again."""
@@ -119,7 +124,7 @@ class Stages:
 
     def held(self) -> List[str]:
         """The stages this key finds in the folder (none where the folder is another key's)."""
-        return sorted(p.stem for p in self.folder.glob("*.npz")) if self._same_key() else []
+        return sorted(p.stem for p in _kept(self.folder, ".npz")) if self._same_key() else []
 
     def __call__(self, name: str, compute: Callable[[], Arrays]) -> Arrays:
         self._prepare()
@@ -158,7 +163,7 @@ class Stages:
 
     def held_tiles(self) -> int:
         """How many tiles of an unfinished stage this key finds in the folder."""
-        return len(list((self.folder / TILES).glob("*.npy"))) if self._same_key() else 0
+        return len(_kept(self.folder / TILES, ".npy")) if self._same_key() else 0
 
     @contextmanager
     def guarded(self) -> Iterator[None]:
@@ -168,7 +173,7 @@ class Stages:
         try:
             yield
         except KeyboardInterrupt as exc:  # or a training run's RunStopped: its type (the exit code) is kept
-            if not any(self.folder.glob("*.npz")) and not any((self.folder / TILES).glob("*.npy")):
+            if not _kept(self.folder, ".npz") and not _kept(self.folder / TILES, ".npy"):
                 raise
             exc.args = (f"{str(exc) or 'interrupted'}; the same command resumes from {self.folder}",)
             raise
