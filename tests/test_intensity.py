@@ -240,3 +240,28 @@ def test_the_viewer_greys_a_scan_without_colours_by_its_intensity(tmp_path):
     lo, hi = np.percentile(shine, [1, 99])
     assert np.array_equal(drawn[:, 0], (np.clip((shine - lo) / (hi - lo), 0, 1) * 255 + 0.5).astype(np.uint8))
     assert any("s.ptx: 300 points, grey by intensity" == c.args[0] for c in server.gui.add_checkbox.call_args_list)
+
+
+def test_las_records_leave_out_what_a_copy_does_not_hold(tmp_path):
+    # waveform packets (the points' descriptors and the file's flag) and COPC's records describe
+    # data or a layout that the written file does not have: left out; other records kept
+    laspy = pytest.importorskip("laspy")
+    from inr.data.pointclouds import read_scan, write_cloud
+
+    header = laspy.LasHeader(point_format=4, version="1.3")
+    header.global_encoding.waveform_data_packets_external = True
+    header.vlrs.append(laspy.VLR("copc", 77, "octree notes", b"12345678"))
+    header.vlrs.append(laspy.VLR("someone", 5, "kept", b"abc"))
+    las = laspy.LasData(header)
+    rng = np.random.default_rng(9)
+    las.x, las.y, las.z = rng.normal(size=(3, 50))
+    las.wavepacket_index, las.wavepacket_size, las.classification = np.full(50, 3), np.full(50, 40), np.full(50, 6)
+    las.write(tmp_path / "wave.las")
+    scan = read_scan(tmp_path / "wave.las", records=True)
+    write_cloud(tmp_path / "out.las", scan.points + 0.001, records=scan.records)
+    out = laspy.read(tmp_path / "out.las")
+    assert out.header.point_format.id == 4 and not out.header.global_encoding.waveform_data_packets_external
+    assert [(v.user_id, v.record_id) for v in out.header.vlrs] == [("someone", 5)]
+    assert np.asarray(out.wavepacket_index).tolist() == [0] * 50 and np.asarray(out.classification).tolist() == [6] * 50
+    assert np.asarray(out.wavepacket_size).tolist() == [40] * 50  # the rest of the record as read
+    assert read_scan(tmp_path / "wave.las").records is None  # only when asked

@@ -45,8 +45,10 @@ def _laspy(path: Path, suffix: str):
 class LasRecords:
     """A LAS file's point records (laspy's, every dimension of its point format, extra ones
     included) and what else of the file a copy keeps: its version, global encoding, variable-length
-    records (but the extra bytes' own, which laspy writes from the point format) and extended ones.
-    Indexing takes rows (a mask or indices), as a Scan's arrays are subset."""
+    records and extended ones, but those that describe the file's own layout (the extra bytes',
+    which laspy writes from the point format; COPC's octree, which laspy does not write) or data a
+    copy does not hold (waveform packets). Indexing takes rows (a mask or indices), as a Scan's
+    arrays are subset."""
 
     def __init__(self, points, version, global_encoding=None, vlrs=(), evlrs=()) -> None:
         self.points, self.version, self.global_encoding = points, version, global_encoding
@@ -55,10 +57,15 @@ class LasRecords:
     @classmethod
     def of(cls, las) -> "LasRecords":
         """Those of a file laspy read."""
-        from laspy.vlrs.known import ExtraBytesVlr
+        from laspy.vlrs.known import ExtraBytesVlr, WaveformPacketVlr
 
-        vlrs = [v for v in las.header.vlrs if not isinstance(v, ExtraBytesVlr)]
-        return cls(las.points, las.header.version, las.header.global_encoding, vlrs, las.evlrs or ())
+        def kept(v) -> bool:
+            return not isinstance(v, (ExtraBytesVlr, WaveformPacketVlr)) and v.user_id.rstrip("\0").lower() != "copc"
+
+        encoding = copy.deepcopy(las.header.global_encoding)
+        encoding.waveform_data_packets_internal = encoding.waveform_data_packets_external = False
+        return cls(las.points, las.header.version, encoding, [v for v in las.header.vlrs if kept(v)],
+                   [v for v in (las.evlrs or ()) if kept(v)])
 
     def __getitem__(self, keep) -> "LasRecords":
         return LasRecords(self.points[np.asarray(keep)], self.version, self.global_encoding, self.vlrs, self.evlrs)
@@ -142,6 +149,8 @@ def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nda
         rows = np.zeros(len(records), header.point_format.dtype())  # with the normals' dimensions where added
         for name in records.points.array.dtype.names:
             rows[name] = records.points.array[name]
+        if "wavepacket_index" in rows.dtype.names:
+            rows["wavepacket_index"] = 0  # no waveform: the packets are not written
         las.points = laspy.ScaleAwarePointRecord(rows, header.point_format, scales=header.scales, offsets=header.offsets)
         if records.evlrs:
             from laspy.vlrs.vlrlist import VLRList
