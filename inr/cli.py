@@ -552,9 +552,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except RunStopped as exc:
         print(f"inr: {exc}", file=sys.stderr)
         return EXIT_SIGTERM if exc.signal == "SIGTERM" else EXIT_SIGINT
-    except KeyboardInterrupt as exc:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a SIGTERM where a command keeps its work (`errors.Terminated`)
         print(f"inr: {str(exc) or 'interrupted'}", file=sys.stderr)
-        return EXIT_SIGINT
+        return EXIT_SIGTERM if getattr(exc, "signal", None) == "SIGTERM" else EXIT_SIGINT
     except TrainingDiverged as exc:
         print(f"inr: error: {exc}", file=sys.stderr)
         return EXIT_DIVERGED

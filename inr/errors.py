@@ -1,4 +1,4 @@
-"""Errors the CLI reports as one line with exit code 2."""
+"""Errors the CLI reports as one line with exit code 2, and the stop a SIGTERM makes."""
 
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ class InputError(Exception):
         self.path = None if path is None else str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM (`kill PID`) met while a command keeps its work (`inr.tasks.stages.Stages.guarded`):
+    stopped like Ctrl-C, with SIGTERM's exit code (143)."""
+
+    signal = "SIGTERM"
 
 
 def first_line(exc: BaseException) -> str:

@@ -126,3 +126,34 @@ def test_half_written_files_of_a_kill_are_not_counted_as_kept(tmp_path):
     (tmp_path / "p" / TILES / ".tmp-def.npy").write_bytes(b"half")
     again = Stages(tmp_path / "p", {"scan": "x"})
     assert again.held() == ["spacing"] and again.held_tiles() == 1
+
+
+def test_sigterm_stops_a_network_command_as_ctrl_c_does_with_its_exit_code(tmp_path, capsys, monkeypatch):
+    # `kill PID` while the normals are estimated (after the network's stage is kept): one line saying
+    # where the same command resumes, exit 143; the handler before is put back; the same command
+    # then finishes from the kept stage
+    import os
+    import signal
+
+    import inr.data.surfaces as surfaces
+    from inr.cli import main
+
+    rng = np.random.default_rng(4)
+    sphere = rng.normal(size=(2000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    np.save(tmp_path / "in.npy", sphere + rng.normal(scale=0.01, size=sphere.shape))
+    args = ["pointcloud", "denoise", str(tmp_path / "in.npy"), str(tmp_path / "out.ply"), "--no-progress"]
+    normals = surfaces.scan_normals
+
+    def killed(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return normals(*a, **k)  # not reached: the handler raises as the signal arrives
+
+    before = signal.getsignal(signal.SIGTERM)
+    with monkeypatch.context() as m:
+        m.setattr(surfaces, "scan_normals", killed)
+        assert main(args) == 143
+    partial = tmp_path / "out.ply.partial"
+    assert capsys.readouterr().err == f"inr: terminated; the same command resumes from {partial}\n"
+    assert signal.getsignal(signal.SIGTERM) is before and (partial / "network.npz").is_file()
+    assert main(args) == 0 and "resumed: " in capsys.readouterr().out and not partial.exists()

@@ -98,7 +98,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
                          f"resume it with inr fit-sdf --resume {run_dir})")
     # a Ctrl-C (or a stopped fit) from here on says that the same command resumes from OUT.partial; bad
     # input removes it
-    with stages.guarded():
+    with stages.guarded(sigterm=False):  # its SDF fit takes SIGTERM itself (Lightning)
         cleaned, denoised_by, warning = denoise(points, denoiser, weights, voxel, device, progress, seed, inp, stages)
         far = strays(cleaned)  # the network leaves none; MLS moves them along, 'none' keeps them
         given = scan.complete_normals if denoiser == "none" else None  # the file's normals of the points meshed

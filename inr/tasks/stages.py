@@ -18,15 +18,16 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import zipfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 
 from .. import __version__
-from ..errors import InputError
+from ..errors import InputError, Terminated
 
 FORMAT = 1
 """Bumped when a stage's content changes meaning: an older folder then starts afresh."""
@@ -52,6 +53,24 @@ def array_digest(*arrays: Optional[np.ndarray]) -> str:
         h.update(f"{a.dtype.str}{a.shape};".encode())
         h.update(memoryview(a).cast("B"))
     return h.hexdigest()
+
+
+@contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """While the block runs, a SIGTERM raises `Terminated` (where the handler can be set: the main
+    thread), so that a `kill PID` stops a command as Ctrl-C does; the handler before is put back."""
+    def stop(signum, frame):
+        raise Terminated("terminated")
+
+    try:
+        before = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: signals are not Python's to take there
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _kept(folder: Path, suffix: str) -> List[Path]:
@@ -166,20 +185,23 @@ class Stages:
         return len(_kept(self.folder / TILES, ".npy")) if self._same_key() else 0
 
     @contextmanager
-    def guarded(self) -> Iterator[None]:
-        """Around the command's work: a Ctrl-C inside (or a training run stopped by a signal) says
-        that the same command resumes from the folder (where it holds a stage); bad input found inside
-        removes the folder (the same command would meet it again)."""
-        try:
-            yield
-        except KeyboardInterrupt as exc:  # or a training run's RunStopped: its type (the exit code) is kept
-            if not _kept(self.folder, ".npz") and not _kept(self.folder / TILES, ".npy"):
+    def guarded(self, sigterm: bool = True) -> Iterator[None]:
+        """Around the command's work: a Ctrl-C inside, a SIGTERM with `sigterm` (`Terminated`; in the
+        main thread, where Python takes signals; off where a Lightning fit runs inside, which takes
+        SIGTERM itself and would call this handler from its own), or a training run stopped by a
+        signal, says that the same command resumes from the folder (where it holds a stage or a
+        tile); bad input found inside removes the folder (the same command would meet it again)."""
+        with _sigterm_stops() if sigterm else nullcontext():
+            try:
+                yield
+            except KeyboardInterrupt as exc:  # or Terminated, or a training run's RunStopped: its type is kept
+                if not _kept(self.folder, ".npz") and not _kept(self.folder / TILES, ".npy"):
+                    raise
+                exc.args = (f"{str(exc) or 'interrupted'}; the same command resumes from {self.folder}",)
                 raise
-            exc.args = (f"{str(exc) or 'interrupted'}; the same command resumes from {self.folder}",)
-            raise
-        except InputError:
-            self.finish()
-            raise
+            except InputError:
+                self.finish()
+                raise
 
     def finish(self) -> None:
         """The output is written: the folder goes."""
