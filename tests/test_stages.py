@@ -157,3 +157,14 @@ def test_sigterm_stops_a_network_command_as_ctrl_c_does_with_its_exit_code(tmp_p
     assert capsys.readouterr().err == f"inr: terminated; the same command resumes from {partial}\n"
     assert signal.getsignal(signal.SIGTERM) is before and (partial / "network.npz").is_file()
     assert main(args) == 0 and "resumed: " in capsys.readouterr().out and not partial.exists()
+
+
+def test_a_damaged_tile_is_computed_again(tmp_path):
+    from inr.tasks.stages import TILES, Stages
+
+    stages = Stages(tmp_path / "p", {"scan": "x"})
+    stages.tile("abc", lambda: np.ones((2, 3), np.float32))
+    (tmp_path / "p" / TILES / "abc.npy").write_bytes(b"\x93NUMPY cut short")  # a kill with the disk full
+    again = Stages(tmp_path / "p", {"scan": "x"})
+    assert np.array_equal(again.tile("abc", lambda: np.full((2, 3), 2, np.float32)), np.full((2, 3), 2)) and again.reused_tiles == 0
+    assert np.array_equal(Stages(tmp_path / "p", {"scan": "x"}).tile("abc", lambda: None), np.full((2, 3), 2))

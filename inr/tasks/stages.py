@@ -55,6 +55,16 @@ def array_digest(*arrays: Optional[np.ndarray]) -> str:
     return h.hexdigest()
 
 
+def _load_tile(path: Path) -> Optional[np.ndarray]:
+    """A tile's array as saved, or None where there is no file or a damaged one: computed again."""
+    if not path.is_file():
+        return None
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+
+
 @contextmanager
 def _sigterm_stops() -> Iterator[None]:
     """While the block runs, a SIGTERM raises `Terminated` (where the handler can be set: the main
@@ -165,13 +175,10 @@ class Stages:
         array kept under `key` (a hash of all it is computed from), else computed and kept."""
         self._prepare()
         path = self.folder / TILES / f"{key}.npy"
-        if path.is_file():
-            try:
-                kept = np.load(path, allow_pickle=False)
-                self.reused_tiles += 1
-                return kept
-            except (OSError, ValueError, EOFError):
-                pass  # a damaged file (a kill while the disk was full): computed again
+        kept = _load_tile(path)
+        if kept is not None:
+            self.reused_tiles += 1
+            return kept
         value = np.ascontiguousarray(compute())
         path.parent.mkdir(exist_ok=True)
         tmp = path.with_name(f".tmp-{key}.npy")
