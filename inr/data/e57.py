@@ -120,6 +120,10 @@ def write_e57(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nda
     else:
         where, which = np.unique(np.asarray(stations, np.float64), axis=0, return_inverse=True)
         groups = [(station, np.flatnonzero(which.reshape(-1) == k)) for k, station in enumerate(where)]
+    # as stored, once for all scans
+    rgb = None if colors is None else np.clip(np.round(np.asarray(colors, np.float64) * 255), 0, 255).astype(np.uint8)
+    shine = None if intensity is None else np.asarray(intensity, np.float32)
+    normals = None if normals is None else np.asarray(normals, np.float32)
     e57 = pye57.E57(str(tmp), mode="w")
     try:
         imf = e57.image_file
@@ -127,15 +131,14 @@ def write_e57(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nda
             imf.extensionsAdd("nor", NORMALS_URI)
         for k, (origin, rows) in enumerate(groups):
             fields = {f"cartesian{a}": np.ascontiguousarray(points[rows, i] - origin[i]) for i, a in enumerate("XYZ")}
-            if colors is not None:
-                rgb = np.clip(np.round(np.asarray(colors, np.float64)[rows] * 255), 0, 255).astype(np.uint8)
-                fields.update({c: np.ascontiguousarray(rgb[:, i]) for i, c in enumerate(_COLOURS)})
-            if intensity is not None:
-                fields["intensity"] = np.ascontiguousarray(np.asarray(intensity, np.float32)[rows])
+            if rgb is not None:
+                fields.update({c: np.ascontiguousarray(rgb[rows, i]) for i, c in enumerate(_COLOURS)})
+            if shine is not None:
+                fields["intensity"] = np.ascontiguousarray(shine[rows])
             if normals is not None:
-                fields.update({n: np.ascontiguousarray(np.asarray(normals, np.float32)[rows, i]) for i, n in enumerate(_NORMALS)})
-            e57.data3d.append(_scan_node(lib, imf, f"scan {k}" if stations is not None else "cloud", origin, fields))
-            scan = lib.StructureNode(e57.data3d.get(k))
+                fields.update({n: np.ascontiguousarray(normals[rows, i]) for i, n in enumerate(_NORMALS)})
+            scan = _scan_node(lib, imf, f"scan {k}" if stations is not None else "cloud", origin, fields)
+            e57.data3d.append(scan)
             buffers = lib.VectorSourceDestBuffer()
             for name, array in fields.items():
                 buffers.append(lib.SourceDestBuffer(imf, name, array, len(array), True, True))

@@ -354,8 +354,8 @@ def write_cloud(path, points: np.ndarray, colors: Optional[np.ndarray] = None, n
         elif suffix in TEXT_WRITE_FORMATS:
             write_text_cloud(tmp, suffix, points, colors, normals, intensity)
         elif suffix == ".ply" and (intensity is not None or float32_loses(points)):
-            write_ply_float64(tmp, points, colors=colors, normals=normals, intensity=intensity,
-                              double=float32_loses(points))
+            double = intensity is None or float32_loses(points)  # without intensities only float32_loses led here
+            write_ply_float64(tmp, points, colors=colors, normals=normals, intensity=intensity, double=double)
         elif suffix == ".ply" and not _has_open3d():
             _write_without_open3d(tmp, np.asarray(points, np.float64), colors, normals)
         else:

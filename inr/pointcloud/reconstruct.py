@@ -18,7 +18,6 @@ Large grids are processed in tiles with overlapping margins (`reconstruct`).
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
@@ -26,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..digest import array_digest
 from .knn import KnnSearch, knn
 from .network import PointNet, ReconstructionConfig, VoxelNet, candidate_sites
 from .sparse_conv import SparseTensor
@@ -430,10 +430,8 @@ def tile_key(u: torch.Tensor, start: torch.Tensor, tile: int, threshold: float, 
     """A hash of what one tile of `Reconstructor._run` is computed from, with the weights: its
     points in voxel units (the frame is in them), its lower corner and size, the threshold, the
     noise level in voxels given to the network and whether it is cropped."""
-    h = hashlib.blake2b(digest_size=20)
-    h.update(np.ascontiguousarray(u.detach().cpu().numpy(), np.float32).tobytes())
-    h.update(repr((start.tolist(), tile, float(threshold), None if noise is None else float(noise), crop)).encode())
-    return h.hexdigest()
+    settings = [*start.tolist(), tile, threshold, np.nan if noise is None else noise, crop]
+    return array_digest(u.detach().cpu().numpy(), np.array(settings, np.float64))
 
 
 class Reconstructor(nn.Module):

@@ -14,7 +14,6 @@ written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import numpy as np
 
 from .. import __version__
+from ..digest import array_digest
 from ..errors import InputError, Terminated
 
 FORMAT = 1
@@ -40,19 +40,6 @@ Arrays = Dict[str, np.ndarray]
 def partial_folder(out: Path) -> Path:
     """Where the finished stages of a command writing `out` are kept: `OUT.partial` beside it."""
     return out.with_name(out.name + ".partial")
-
-
-def array_digest(*arrays: Optional[np.ndarray]) -> str:
-    """A hash of the arrays' shapes, dtypes and bytes (None counts as absent)."""
-    h = hashlib.blake2b(digest_size=20)
-    for a in arrays:
-        if a is None:
-            h.update(b"none;")
-            continue
-        a = np.ascontiguousarray(a)
-        h.update(f"{a.dtype.str}{a.shape};".encode())
-        h.update(memoryview(a).cast("B"))
-    return h.hexdigest()
 
 
 def _load_tile(path: Path) -> Optional[np.ndarray]:
