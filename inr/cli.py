@@ -258,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "says: its normals (where known), an E57/PTX scan's stations, an organized PCD's viewpoint, LAS's up "
                        "(default: yes for .ply, .pcd, .las, .laz, .e57, .txt, .asc and .csv, no for .npy; .xyz has no place for them)")
         p.add_argument("--keep-mixed-pixels", action="store_true", help=KEEP_MIXED_HELP)
+        p.add_argument("--density", choices=["even", "scan"], default="even",
+                       help="how the network's output points spread over the surface: even (default; what a surface's "
+                       "Chamfer distance rewards) or scan (as dense as the input's points in each region: an airborne "
+                       "scan's ground keeps its share of points under the canopy)")
         _add_device(p)
         p.add_argument("--precision", choices=["32", "bf16"], default="32",
                        help="the network's products on the CPU: float32 (default), or bfloat16 with float32 sums where "
@@ -389,7 +393,7 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
         r = process_file(args.pointcloud_command, Path(args.inp), Path(out), args.weights, getattr(args, "factor", 4.0),
                          getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
                          progress=not args.no_progress, device=args.device, normals=args.normals,
-                         precision=args.precision, keep_mixed=args.keep_mixed_pixels)
+                         precision=args.precision, keep_mixed=args.keep_mixed_pixels, density=args.density)
         normals = (" with normals" + (f" (sides from {r['sides_from']})" if r["sides_from"] else "")) if r["normals"] else ""
         carried = [what for what, on in (("intensities", r["intensity"]), ("LAS records", r["records"])) if on]
         shine = f"; {' and '.join(carried)} from the nearest input points" if carried else ""

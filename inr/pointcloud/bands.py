@@ -122,11 +122,12 @@ def compute_all(name: str, compute: Callable[[], Dict[str, np.ndarray]]) -> Dict
 
 
 def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarray], factor: float = 1.0,
-                    seed: int = 0, stages: Stages = compute_all) -> Tuple[np.ndarray, List[Band]]:
+                    seed: int = 0, stages: Stages = compute_all, follow: bool = False) -> Tuple[np.ndarray, List[Band]]:
     """(the denoised cloud, float64 (about factor x N, 3); its bands, finest first). network: a
     cloud (M, 3) float64 -> the network's points for it (float64). stages: each step's arrays go
     through it (the spacing bands, the MLS projection, each band's output), so that a run killed
-    part way can reuse those it finished."""
+    part way can reuse those it finished. follow: each band's points follow its scan's density
+    instead of spreading evenly (`mls_fill`'s like)."""
     x = np.ascontiguousarray(points, dtype=np.float64)
     spaced = stages("spacing", lambda: dict(zip(("band", "nearest"), spacing_bands(x))))
     band, nearest = spaced["band"], spaced["nearest"]
@@ -135,7 +136,7 @@ def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarr
     outs, bands = [], []
     for b in np.unique(band):
         core = band == b
-        done = stages(f"band-{b}", lambda: _one_band(x, core, nearest, projected, moved, network, factor, seed))
+        done = stages(f"band-{b}", lambda: _one_band(x, core, nearest, projected, moved, network, factor, seed, follow))
         outs.append(done["points"])
         count, spacing, noise, output = done["figures"].tolist()
         bands.append(Band(int(count), spacing, noise, str(done["route"]), int(output)))
@@ -143,7 +144,8 @@ def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarr
 
 
 def _one_band(x: np.ndarray, core: np.ndarray, nearest: np.ndarray, projected: np.ndarray, moved: np.ndarray,
-              network: Callable[[np.ndarray], np.ndarray], factor: float, seed: int) -> Dict[str, np.ndarray]:
+              network: Callable[[np.ndarray], np.ndarray], factor: float, seed: int,
+              follow: bool = False) -> Dict[str, np.ndarray]:
     """One band's output points, route and figures (count, spacing, noise, output count)."""
     count, want = int(core.sum()), max(1, int(round(factor * core.sum())))
     spacing, noise = float(np.median(nearest[core])), float(np.median(moved[core])) / GAUSSIAN_MAD
@@ -160,7 +162,7 @@ def _one_band(x: np.ndarray, core: np.ndarray, nearest: np.ndarray, projected: n
     else:
         little = moved[core] <= MOVE_LIMIT * noise
         pts = np.where(little[:, None], projected[core], x[core])
-    out = mls_fill(pts, want, seed)
+    out = mls_fill(pts, want, seed, like=x[core] if follow else None)
     return {"points": out, "route": np.array(route), "figures": np.array([count, spacing, noise, len(out)], np.float64)}
 
 

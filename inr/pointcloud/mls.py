@@ -31,6 +31,10 @@ FILL_NEIGHBOURS, FILL_PAIRS, FILL_REACH, FILL_ROUNDS = 16, 6, 2.0, 8
 (in median nearest-point spacings), the most rounds."""
 SNAP_CELLS = 8
 """`_even_midpoints` snaps its cell means to midpoints where the cells hold more than this many."""
+FOLLOW_POOL = 3
+"""mls_fill's points that follow a scan's density are chosen among at least this many times as
+many (fewer: more of its choice is forced, and the density is followed less closely; 2026-12-07,
+docs/surfaces-history.md)."""
 
 
 def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_PASSES,
@@ -98,19 +102,23 @@ def _project_chunk(x: np.ndarray, ref: np.ndarray, idx: np.ndarray, d2: np.ndarr
     return centre + pu[:, None] * t1 + pv[:, None] * t2 + height[:, None] * normal
 
 
-def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto") -> np.ndarray:
+def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto",
+             like: Optional[np.ndarray] = None) -> np.ndarray:
     """(n, 3) float64: n points of the cloud's surface. A cloud of n or more points gives an even
     subset (`even_subsample`). A smaller one keeps all its points and gains midpoints: those of
     every pair of a point and one of its FILL_PAIRS nearest lying within FILL_REACH median
     spacings of each other (so no pair spans a gap between parts), each projected onto the jet
     of its FILL_NEIGHBOURS nearest points; as many as are missing, spread evenly (chosen before
     they are projected, `_even_midpoints`); in rounds until there are n. Fewer than n only when
-    no pair is left (isolated points). backend: the projections', as `_project_once`'s."""
-    from .voxel import even_subsample
+    no pair is left (isolated points). backend: the projections', as `_project_once`'s.
+    like: the scan the points stand for: then the n points follow its density instead of spreading
+    evenly (`density_subsample`), chosen among at least FOLLOW_POOL x n (filled as above)."""
+    from .voxel import density_subsample, even_subsample
 
     x = np.asarray(points, dtype=np.float64)
+    pool = n if like is None else FOLLOW_POOL * n
     for _ in range(FILL_ROUNDS):
-        if len(x) >= n or len(x) < 2:
+        if len(x) >= pool or len(x) < 2:
             break
         t = torch.from_numpy(x)
         idx, d2 = knn(t, t, FILL_PAIRS + 1)
@@ -120,11 +128,11 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto") -
         pairs = np.unique(np.stack([first[near], idx.reshape(-1)[near]], 1), axis=0)
         if len(pairs) == 0:
             break
-        mids = _even_midpoints((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, n - len(x), seed)
+        mids = _even_midpoints((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, pool - len(x), seed)
         # fresh: a pair offered again in a later round, whose midpoint an earlier round added and
         # its projection left in place (neighbours on a line, as a scan line's), adds nothing
         x = np.concatenate([x, _project_once(mids, min(FILL_NEIGHBOURS, len(x)), x, backend, fresh=True)])
-    return even_subsample(x, n, seed)
+    return even_subsample(x, n, seed) if like is None else density_subsample(x, n, like, seed)
 
 
 def _even_midpoints(mids: np.ndarray, m: int, seed: int) -> np.ndarray:

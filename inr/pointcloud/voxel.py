@@ -138,3 +138,62 @@ def _voxel_down_sample(points):
         return sums / counts[:, None]
 
     return down
+
+
+def density_subsample(points, n: int, like, seed: int = 0):
+    """n of the points (numpy (N, 3), N >= n) spread like the cloud `like` (numpy (M, 3), the scan
+    they stand for), not evenly: each point weighs 1 / the number of points sharing its nearest
+    point of `like`, so that any region gets about n / M of a point for each point `like` has there.
+    Chosen by systematic sampling along a Morton curve with those weights (each point's chance
+    capped at one: `_capped_chances`), so that neighbours are not picked in clumps and left in
+    gaps as by a random choice."""
+    import numpy as np
+
+    from .knn import knn
+
+    x = np.asarray(points, dtype=np.float64)
+    if len(x) <= n:
+        return x
+    owner = knn(torch.from_numpy(x), torch.from_numpy(np.asarray(like, dtype=np.float64)), 1)[0][:, 0].numpy()
+    chance = _capped_chances(1.0 / np.bincount(owner)[owner], n)
+    order = np.argsort(morton_codes(x), kind="stable")
+    ends = np.cumsum(chance[order])
+    marks = np.random.default_rng(seed).random() + np.arange(n)
+    picked = np.unique(order[np.minimum(np.searchsorted(ends, marks, side="right"), len(x) - 1)])
+    if len(picked) < n:  # rounding put two marks in one point's stretch: the likeliest others
+        rest = np.setdiff1d(np.arange(len(x)), picked)
+        picked = np.concatenate([picked, rest[np.argsort(-chance[rest], kind="stable")[:n - len(picked)]]])
+    return x[np.sort(picked)]
+
+
+def _capped_chances(weights, n: int):
+    """Each point's chance of being picked, c x weight capped at 1, with c such that the chances
+    sum to n (n <= the number of points; the few capped ones are found by repeating)."""
+    import numpy as np
+
+    capped = np.zeros(len(weights), dtype=bool)
+    for _ in range(len(weights)):
+        c = (n - capped.sum()) / weights[~capped].sum()
+        more = ~capped & (c * weights >= 1.0)
+        if not more.any():
+            break
+        capped |= more
+    return np.where(capped, 1.0, np.minimum(c * weights, 1.0))
+
+
+def morton_codes(points):
+    """(N,) uint64 Morton (Z-order) codes of numpy (N, 3) points, 21 bits per axis over their box:
+    points near each other along the codes' order lie near each other in space."""
+    import numpy as np
+
+    x = np.asarray(points, dtype=np.float64)
+    lo, span = x.min(0), max(float(np.ptp(x, axis=0).max()), 1e-300)
+    q = np.minimum((x - lo) / span * (1 << 21), (1 << 21) - 1).astype(np.uint64)
+    code = np.zeros(len(x), dtype=np.uint64)
+    for axis in range(3):
+        v = q[:, axis]
+        for shift, mask in ((32, 0x1F00000000FFFF), (16, 0x1F0000FF0000FF), (8, 0x100F00F00F00F00F),
+                            (4, 0x10C30C30C30C30C3), (2, 0x1249249249249249)):
+            v = (v | (v << np.uint64(shift))) & np.uint64(mask)
+        code |= v << np.uint64(2 - axis)
+    return code

@@ -55,6 +55,11 @@ MAX_VOXELS_PER_AXIS = 30_000
 
 
 BASELINES = ("open3d", "mls")
+DENSITIES = ("even", "scan")
+"""How the network's output points spread over the surface: evenly, or as densely as the scan's in
+each region (`network_denoise`)."""
+FOLLOWED = ", as dense as the input in each region"
+
 
 SPREAD_TRAINED, SPREAD_WARN = 2.5, 4.0
 """A cloud whose point spacing varies more than SPREAD_WARN (`spacing_spread`: the 90th over the 10th
@@ -64,6 +69,11 @@ range scans, generator shapes and training meshes: a one-off script, 2026-12-06,
 1.49-2.47x (median 1.62; SPREAD_TRAINED, rounded); terrestrial laser scans of `heldout.lidar_scene`
 13-15x, where `denoise` at one voxel left the points less accurate than they came in (README, "Laser
 scans"). Chosen from the training figures alone."""
+
+
+def _check_density(density: str) -> None:
+    if density not in DENSITIES:
+        raise InputError(None, f"--density must be one of {', '.join(DENSITIES)}, got {density!r}")
 
 
 def spacing_warning(spread: float, inp: Path, instead: str) -> Optional[str]:
@@ -136,43 +146,50 @@ class Denoised(NamedTuple):
 
 def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weights: Optional[Path] = None,
                     voxel: Optional[float] = None, device: str = "auto", progress: bool = False,
-                    precision: str = "32", seed: int = 0, stages: Optional[Stages] = None) -> Denoised:
+                    precision: str = "32", seed: int = 0, stages: Optional[Stages] = None,
+                    density: str = "even") -> Denoised:
     """want points of the cloud's surface by the network (`Denoised`). A cloud whose spacing varies
     past SPREAD_WARN is denoised band by band of like spacing (`inr.pointcloud.bands`), unless a
     voxel is given: then the network runs at it on the whole cloud, with `spacing_warning`
     (`instead`: what the command offers in its place). Outliers scattered through the volume in
     larger numbers than the network trained with are left out before it runs on a whole cloud
     (`inr.pointcloud.strays.scattered`). stages: the steps' arrays go through it (`inr.pointcloud.bands.Stages`,
-    as `network_stages` makes them), so that a run killed part way reuses those it finished."""
+    as `network_stages` makes them), so that a run killed part way reuses those it finished.
+    density: 'even' (the points spread evenly over the surface) or 'scan' (as dense as the
+    input's points in each region: `inr.pointcloud.voxel.density_subsample`)."""
     from ..pointcloud.bands import compute_all, denoise_by_band, describe
     from ..pointcloud.knn import spacing_spread
     from ..pointcloud.mls import mls_fill
     from ..pointcloud.strays import scattered
 
+    _check_density(density)
     run, path, bf16 = _network(weights, voxel, device, progress, precision, getattr(stages, "tile", None))
     method = f"network {path}"
     if precision == "bf16":
         method += " in bf16" if bf16 else " in float32: bf16 products need the native kernels on a CPU with AVX512-BF16"
+    follow = density == "scan"
     stages = stages or compute_all
     spread = spacing_spread(points)
     if voxel is None and spread > SPREAD_WARN:
-        result, bands = denoise_by_band(points, run, want / len(points), seed, stages)
+        result, bands = denoise_by_band(points, run, want / len(points), seed, stages, follow)
         by_band = describe(bands)
-        return Denoised(result, f"{method}, {by_band}", None, by_band)
+        return Denoised(result, f"{method}{FOLLOWED * follow}, {by_band}", None, by_band)
     warning = spacing_warning(spread, inp, instead)
     far = scattered(points, seed)
     if far.any():
         method += f", {int(far.sum()):,} outliers scattered through the volume ({far.mean():.0%}) left out before it"
-    pts = stages("network", lambda: {"points": run(points[~far] if far.any() else points)})["points"]
+    kept = points[~far] if far.any() else points
+    pts = stages("network", lambda: {"points": run(kept)})["points"]
     if len(pts) < want:  # the network gives at most points_per_voxel per occupied voxel
         method += f" ({len(pts):,} points, filled in between on their MLS surface)"
-    return Denoised(mls_fill(pts, want, seed), method, warning, None)
+    return Denoised(mls_fill(pts, want, seed, like=kept if follow else None), method + FOLLOWED * follow, warning, None)
 
 
 def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None, factor: float = 4.0,
                  baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
                  voxel: Optional[float] = None, progress: bool = False, device: str = "auto",
-                 normals: Optional[bool] = None, precision: str = "32", keep_mixed: bool = False) -> Dict[str, Any]:
+                 normals: Optional[bool] = None, precision: str = "32", keep_mixed: bool = False,
+                 density: str = "even") -> Dict[str, Any]:
     """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
     the network always denoises) a cloud file into another; or a baseline for denoise: 'open3d'
     (statistical outlier removal) or 'mls' (moving-least-squares projection, `inr.pointcloud.mls`).
@@ -186,7 +203,9 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     (all but XYZ and NPY). The input's normals are not needed: zero or NaN ones (unknown, as some
     writers leave them) are passed over. precision: '32', or 'bf16' (the native kernels' products
     in bfloat16 where the CPU has them; the method then says so). A scan whose stations are known
-    loses its mixed pixels first, for every method (`data.pointclouds.without_mixed`), unless keep_mixed."""
+    loses its mixed pixels first, for every method (`data.pointclouds.without_mixed`), unless keep_mixed.
+    density: the network's output points 'even' over the surface or as dense as the 'scan''s in each
+    region (`network_denoise`; the baselines keep one point per input point, so the scan's)."""
     from ..data.pointclouds import (E57_FORMATS, INTENSITY_FORMATS, LAS_FORMATS, check_write_format, read_scan, without_mixed,
                                     write_cloud)
     from .outputs import nearest_rows
@@ -198,6 +217,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         raise InputError(None, f"--factor must be > 0, got {factor}")
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
+    _check_density(density)
     normals = _wants_normals(out, normals)
     las_out = out.suffix.lower() in LAS_FORMATS  # a LAS file's point records go to a LAS output
     scan, mixed = without_mixed(read_scan(inp, "drop" if drop_duplicates else "error", records=las_out), keep_mixed)
@@ -209,7 +229,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     want = len(points) if mode == "denoise" else int(round(factor * len(points)))
     warning, stages = None, None
     if baseline is None:  # the network's run is long on a large scan: resumable after a kill (`OUT.partial`)
-        stages = network_stages(out, scan, want, weights, voxel, device, precision, seed)
+        stages = network_stages(out, scan, want, weights, voxel, device, precision, seed, {"density": density})
     # a Ctrl-C from here on says that the same command resumes from OUT.partial; bad input removes it
     with nullcontext() if stages is None else stages.guarded():
         if baseline == "mls":
@@ -222,7 +242,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
         else:
             result, method, warning, _ = network_denoise(points, want, inp, "`--baseline mls`", weights, voxel, device,
-                                                         progress, precision, seed, stages)
+                                                         progress, precision, seed, stages, density)
         if len(result) == 0:
             raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
         records = scan.records
