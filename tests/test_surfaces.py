@@ -66,6 +66,24 @@ def test_mls_fill_writes_no_point_twice_on_scan_lines():
     assert np.abs(out[:, 2]).max() < 1e-9 and np.isin(np.round(out[:, 1], 9), np.round(28.0 + 0.3 * np.arange(4), 9)).all()
 
 
+def test_mls_fill_adds_no_midpoint_twice_and_even_subsample_takes_near_duplicates():
+    # a flat patch filled 6x: the second round's pairs of midpoints share midpoints, (a + b) / 2 and
+    # (c + d) / 2 with (a + c) / 2 and (b + d) / 2; before 2026-12-07 (session 59) they went in
+    # twice, and where they left fewer distinct midpoints than asked the even choice among them
+    # shrank its cells until Open3D raised "voxel_size is too small"; now each once, all distinct
+    from inr.pointcloud.mls import mls_fill
+    from inr.pointcloud.voxel import even_subsample
+
+    rng = np.random.default_rng(4)
+    patch = np.r_[np.c_[rng.uniform(0, 1, (200, 2)), np.zeros(200)], np.c_[rng.uniform(1, 2, 100), rng.uniform(0, 1, 100), np.zeros(100)]]
+    for n in (1800, 2400):
+        out = mls_fill(patch, n)
+        assert len(out) == n and len(np.unique(out, axis=0)) == n and np.abs(out[:, 2]).max() == 0
+    clumped = np.r_[rng.random((10, 3)), np.repeat(rng.random((1, 3)), 100, 0)]  # 11 distinct points
+    out = even_subsample(clumped, 50)  # no cell size gives 50 cells: a random 50 of the points
+    assert len(out) == 50 and len(np.unique(out, axis=0)) <= 11
+
+
 def test_mls_projects_in_chunks_with_the_same_result(monkeypatch):
     # the jets go chunk by chunk (memory bounded on millions of points): every point's projection
     # is its own, so chunks of 7 points give the whole cloud's result bit for bit

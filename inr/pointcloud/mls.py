@@ -128,7 +128,10 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto",
         pairs = np.unique(np.stack([first[near], idx.reshape(-1)[near]], 1), axis=0)
         if len(pairs) == 0:
             break
-        mids = _even_midpoints((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, pool - len(x), seed)
+        mids = (x[pairs[:, 0]] + x[pairs[:, 1]]) / 2
+        _, first = np.unique(mids, axis=0, return_index=True)  # a later round's pairs share midpoints:
+        mids = mids[np.sort(first)]  # (a + b) / 2 and (c + d) / 2 with (a + c) / 2 and (b + d) / 2
+        mids = _even_midpoints(mids, pool - len(x), seed)
         # fresh: a pair offered again in a later round, whose midpoint an earlier round added and
         # its projection left in place (neighbours on a line, as a scan line's), adds nothing
         x = np.concatenate([x, _project_once(mids, min(FILL_NEIGHBOURS, len(x)), x, backend, fresh=True)])

@@ -70,6 +70,9 @@ EVEN_SLACK, EVEN_TOLERANCE = 0.01, 1e-3
 cells (the random choice of n then drops at most 1 % of them), or once the size is known within
 EVEN_TOLERANCE (as a fraction; the count moves ~0.2 % over it, and not always one way). Each
 step is a voxel down-sampling of the whole cloud."""
+SMALLEST_CELL = 2.0 ** -30
+"""The smallest cell size even_subsample tries, as a share of the cloud's diagonal (Open3D refuses
+cells that make over 2^31 along an axis: before, a cloud of near-duplicates raised its error)."""
 
 
 def even_subsample(points, n: int, seed: int = 0):
@@ -101,6 +104,8 @@ def _largest_cells(down, n: int, diag: float, steps: int = 40):
     size = diag / math.sqrt(n)
     for _ in range(steps):
         if small > 0.0 and (c_small <= n * (1 + EVEN_SLACK) or big <= small * (1 + EVEN_TOLERANCE)):
+            break
+        if size < diag * SMALLEST_CELL:  # near-duplicate points: no cell size separates them
             break
         got = down(size)
         if len(got) >= n:
