@@ -31,10 +31,11 @@ FILL_NEIGHBOURS, FILL_PAIRS, FILL_REACH, FILL_ROUNDS = 16, 6, 2.0, 8
 (in median nearest-point spacings), the most rounds."""
 SNAP_CELLS = 8
 """`_even_midpoints` snaps its cell means to midpoints where the cells hold more than this many."""
-FOLLOW_POOL = 3
+FOLLOW_POOL = 2
 """mls_fill's points that follow a scan's density are chosen among at least this many times as
-many (fewer: more of its choice is forced, and the density is followed less closely; 2026-12-07,
-docs/surfaces-history.md)."""
+many (filled in to that many where fewer: the fewer, the more of its choice is forced and the less
+closely it follows; the fill to 3x made `reconstruct --density scan` of a 110,000-point airborne
+scan take 27.5 s instead of 17.8 s; 2026-12-07, docs/surfaces-history.md)."""
 
 
 def mls_project(points: np.ndarray, k: int = MLS_NEIGHBOURS, passes: int = MLS_PASSES,
