@@ -399,6 +399,8 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
         shine = f"; {' and '.join(carried)} from the nearest input points" if carried else ""
         if r["intensity"] is False:
             shine += f"; the input's intensities left out ({Path(out).suffix} files have no place for them)"
+        if r["class_shift"]:
+            shine += f"; {r['class_shift']} (spread evenly over the surface; --density scan keeps the scan's shares)"
         print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})" + _mixed_note(r)
               + _resumed_note(r) + shine)
         _print_warning(r)

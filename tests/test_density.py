@@ -128,3 +128,44 @@ def test_denoise_density_scan_keeps_the_scans_share_per_region(tmp_path, capsys)
     assert 0.5 < shares["even"] < 0.62 and 0.77 < shares["scan"] < 0.83, shares
     with pytest.raises(SystemExit):
         main(["pointcloud", "denoise", str(tmp_path / "in.ply"), str(tmp_path / "x.ply"), "--density", "ground"])
+
+
+def test_class_shift_names_the_class_that_lost_most_of_its_share():
+    from inr.data.las import class_shift
+
+    before = np.r_[np.full(40, 2), np.full(50, 5), np.full(7, 6), np.full(3, 33)]  # 40 / 50 / 7 / 3 %
+    assert class_shift(before, before[::-1]) is None
+    after = np.r_[np.full(20, 2), np.full(74, 5), np.full(5, 6), np.full(1, 33)]  # 6: 5/7 = 0.71, 2: 0.5
+    assert class_shift(before, after) == "ground (class 2): 40% of the input's points, 20% of the output's"
+    after = np.r_[np.full(40, 2), np.full(55, 5), np.full(5, 6)]  # class 33 under 5 % of the input: not said
+    assert class_shift(before, after) == "building (class 6): 7% of the input's points, 5% of the output's"
+    assert class_shift(np.r_[np.full(50, 1), np.full(50, 40)], np.full(10, 1)) == \
+        "class 40: 50% of the input's points, 0% of the output's"
+
+
+def test_las_denoise_says_when_a_class_loses_its_share(tmp_path, capsys):
+    # a sphere scanned 4 : 1 between hemispheres, the dense one ground: the even output gives
+    # ground about half of its points and says so; `--density scan` keeps its share, and says nothing
+    laspy = pytest.importorskip("laspy")
+    from inr.cli import main
+
+    rng = np.random.default_rng(6)
+    d = rng.normal(size=(8000, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    sphere = np.r_[d[d[:, 2] < 0][:1600], d[d[:, 2] >= 0][:400]] + rng.normal(scale=0.01, size=(2000, 3))
+    header = laspy.LasHeader(point_format=3, version="1.2")
+    header.offsets, header.scales = np.zeros(3), np.full(3, 1e-5)
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = sphere.T
+    las.classification = np.r_[np.full(1600, 2), np.full(400, 5)]
+    las.write(tmp_path / "in.las")
+    said = {}
+    for density in ("even", "scan"):
+        assert main(["pointcloud", "denoise", str(tmp_path / "in.las"), str(tmp_path / f"{density}.las"),
+                     "--no-progress", "--density", density]) == 0
+        said[density] = capsys.readouterr().out
+        ground = (np.asarray(laspy.read(tmp_path / f"{density}.las").classification) == 2).mean()
+        assert (0.42 < ground < 0.62) if density == "even" else (0.75 < ground < 0.85), (density, ground)
+    assert "; ground (class 2): 80% of the input's points, " in said["even"]
+    assert "(spread evenly over the surface; --density scan keeps the scan's shares)" in said["even"]
+    assert "ground (class 2)" not in said["scan"]

@@ -42,6 +42,35 @@ def _laspy(path: Path, suffix: str):
         raise InputError(path, f"{suffix[1:].upper()} files need laspy: {exc}") from None
 
 
+ASPRS_CLASSES = {0: "never classified", 1: "unclassified", 2: "ground", 3: "low vegetation", 4: "medium vegetation",
+                 5: "high vegetation", 6: "building", 7: "low noise", 9: "water", 10: "rail", 11: "road surface",
+                 13: "guard wire", 14: "conductor wire", 15: "transmission tower", 16: "wire connector",
+                 17: "bridge deck", 18: "high noise"}
+"""The LAS 1.4 standard's names of its classes (ASPRS), for messages."""
+SHIFT_SHARE, SHIFT_RATIO = 0.05, 0.75
+"""`class_shift` speaks of a class holding at least SHIFT_SHARE of the input's points whose share of
+the output is under SHIFT_RATIO of that."""
+
+
+def class_shift(before: np.ndarray, after: np.ndarray) -> Optional[str]:
+    """Of the classes (LAS classification codes) of a command's input points `before` and of its
+    output's `after`, the one that lost most of its share, relatively, if it held at least
+    SHIFT_SHARE of the input and kept under SHIFT_RATIO of its share: "ground (class 2): 39% of
+    the input's points, 19% of the output's"; else None."""
+    if not len(before) or not len(after):
+        return None
+    top = int(max(before.max(), after.max())) + 1
+    was = np.bincount(before, minlength=top) / len(before)
+    now = np.bincount(after, minlength=top) / len(after)
+    big = np.flatnonzero(was >= SHIFT_SHARE)
+    ratio = now[big] / was[big]
+    if not len(big) or ratio.min() >= SHIFT_RATIO:
+        return None
+    c = int(big[ratio.argmin()])
+    label = f"{ASPRS_CLASSES[c]} (class {c})" if c in ASPRS_CLASSES else f"class {c}"
+    return f"{label}: {was[c]:.0%} of the input's points, {now[c]:.0%} of the output's"
+
+
 class LasRecords:
     """A LAS file's point records (laspy's, every dimension of its point format, extra ones
     included) and what else of the file a copy keeps: its version, global encoding, variable-length

@@ -252,6 +252,11 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         out_colors = None if colors is None else colors[carried]
         out_intensity = None if scan.intensity is None else scan.intensity[carried]
         out_records = None if records is None else records[carried]
+        shift = None
+        if records is not None and baseline is None and density == "even":
+            from ..data.las import class_shift
+
+            shift = class_shift(np.asarray(records.points.classification), np.asarray(out_records.points.classification))
         out_stations = None if stations is None else stations[carried]
         out_normals = None
         if normals:
@@ -271,7 +276,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     intensity = None if scan.intensity is None else out.suffix.lower() in INTENSITY_FORMATS
     return {"input_points": int(len(points)) + mixed, "mixed_left_out": mixed, "output_points": int(len(result)),
             "method": method, "normals": normals, "intensity": intensity, "records": records is not None,
-            "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused}
+            "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused,
+            "class_shift": shift}
 
 
 def network_stages(out: Path, scan, want: int, weights: Optional[Path], voxel: Optional[float], device: str,
