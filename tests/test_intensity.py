@@ -242,6 +242,42 @@ def test_the_viewer_greys_a_scan_without_colours_by_its_intensity(tmp_path):
     assert any("s.ptx: 300 points, grey by intensity" == c.args[0] for c in server.gui.add_checkbox.call_args_list)
 
 
+def test_the_viewer_colours_a_las_scan_by_class_on_demand(tmp_path):
+    laspy = pytest.importorskip("laspy")
+    from unittest.mock import MagicMock
+
+    from inr.viewer.clouds import CLASS_COLOURS, CloudViewer, class_colours
+
+    assert class_colours(np.array([2, 6, 2])).tolist() == [[150, 100, 50], [220, 60, 40], [150, 100, 50]]
+    other = class_colours(np.array([40, 41, 40]))  # not the standard's: fixed, distinct hues
+    assert (other[0] == other[2]).all() and (other[0] != other[1]).any()
+    assert not any(tuple(other[0]) == c for c in CLASS_COLOURS.values())
+    rng = np.random.default_rng(9)
+    header = laspy.LasHeader(point_format=1, version="1.2")
+    header.offsets, header.scales = SITE, np.full(3, 1e-3)
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = (rng.uniform(-5, 5, size=(300, 3)) + SITE).T
+    las.intensity = rng.integers(1, 65535, size=300)
+    las.classification = rng.choice([2, 5, 6], size=300)
+    las.write(tmp_path / "a.las")
+    server = MagicMock()
+    CloudViewer(server, [tmp_path / "a.las"])
+    handle = server.scene.add_point_cloud.return_value
+    greys = server.scene.add_point_cloud.call_args.args[2]
+    assert (greys == greys[:, :1]).all()  # drawn grey by intensity at first
+    box = next(c for c in server.gui.add_checkbox.call_args_list if c.args[0] == "a.las: colour by class (3 classes)")
+    toggle = server.gui.add_checkbox.return_value.on_update.call_args_list
+    shown = np.asarray(laspy.read(tmp_path / "a.las").classification)
+    server.gui.add_checkbox.return_value.value = True
+    for call in toggle:  # the checkboxes share one mock: the class box's callback is the one that sets colours
+        call.args[0](None)
+    assert box and np.array_equal(handle.colors, class_colours(shown))
+    server.gui.add_checkbox.return_value.value = False
+    for call in toggle:
+        call.args[0](None)
+    assert np.array_equal(handle.colors, greys)
+
+
 def test_las_records_leave_out_what_a_copy_does_not_hold(tmp_path):
     # waveform packets (the points' descriptors and the file's flag) and COPC's records describe
     # data or a layout that the written file does not have: left out; other records kept

@@ -2,8 +2,9 @@
 denoised.ply`: the same shape before and after, placed one box-width apart with a checkbox
 each), with colours (a scan without them in grey by its intensities), normals on demand (a
 cloud file's own, when it has them; else estimated and oriented as `denoise` writes them; a
-mesh's vertex normals), the point size, and for a scanner's scan (E57, PTX, a PCD with its
-viewpoint) its mixed pixels on demand, in red."""
+mesh's vertex normals), the point size, for a scanner's scan (E57, PTX, a PCD with its
+viewpoint) its mixed pixels on demand, in red, and for a LAS file of several classes its points
+coloured by class on demand."""
 
 from __future__ import annotations
 
@@ -29,9 +30,9 @@ def load_geometry(path: Path):
         mesh = read_mesh(path)
         if mesh is not None:
             return "mesh", mesh
-    from ..data.pointclouds import read_scan
+    from ..data.pointclouds import LAS_FORMATS, read_scan
 
-    return "points", read_scan(path, duplicates="drop")
+    return "points", read_scan(path, duplicates="drop", records=path.suffix.lower() in LAS_FORMATS)
 
 
 def normal_segments(points: np.ndarray, normals, length: float, at_most: int = 20_000, scan=None) -> np.ndarray:
@@ -63,6 +64,27 @@ def point_colours(colors, intensity, blue=(60, 110, 200)) -> np.ndarray:
     lo, hi = np.percentile(intensity, [1, 99])
     level = np.clip((intensity - lo) / (hi - lo), 0, 1) if hi > lo else np.full(len(intensity), 0.5)
     return np.repeat((level * 255 + 0.5).astype(np.uint8)[:, None], 3, 1)
+
+
+CLASS_COLOURS = {0: (160, 160, 160), 1: (200, 200, 200), 2: (150, 100, 50), 3: (150, 220, 110), 4: (60, 180, 60),
+                 5: (20, 110, 30), 6: (220, 60, 40), 7: (255, 0, 255), 9: (40, 90, 230), 10: (120, 70, 160),
+                 11: (90, 90, 90), 13: (255, 220, 0), 14: (255, 160, 0), 15: (250, 120, 120), 16: (200, 160, 0),
+                 17: (110, 60, 20), 18: (255, 0, 150)}
+"""Colours of the LAS standard's classes (`inr.data.las.ASPRS_CLASSES`): ground brown, vegetation
+green by height, buildings red, water blue, noise magenta, unclassified grey."""
+
+
+def class_colours(classes: np.ndarray) -> np.ndarray:
+    """uint8 (M, 3) colours of LAS class codes (M,): CLASS_COLOURS', others from a fixed spread of hues
+    (the same code, the same colour)."""
+    import colorsys
+
+    codes = np.asarray(classes, np.int64)
+    table = np.zeros((max(int(codes.max(initial=0)) + 1, 256), 3), np.uint8)
+    for c in range(len(table)):
+        rgb = colorsys.hsv_to_rgb((c * 0.618034) % 1.0, 0.75, 0.95)
+        table[c] = CLASS_COLOURS.get(c, tuple(int(v * 255 + 0.5) for v in rgb))
+    return table[codes]
 
 
 class CloudViewer:
@@ -121,6 +143,14 @@ class CloudViewer:
                      + (", grey by intensity" if colors is None and data.intensity is not None else ""))
         box = gui.add_checkbox(label, initial_value=True)
         box.on_update(lambda _: setattr(item["handle"], "visible", bool(box.value)))
+        classes = None if kind == "mesh" or data.records is None else np.asarray(data.records.points.classification)
+        if classes is not None and len(np.unique(classes)) > 1:  # a LAS file's classes, on demand
+            item["colours"] = rgb if rgb.ndim == 2 else np.tile(rgb, (len(shown), 1))  # one colour: per point
+            item["by_class"] = class_colours(classes[shown])
+            item["class_box"] = gui.add_checkbox(f"{path.name}: colour by class ({len(np.unique(classes))} classes)",
+                                                 initial_value=False)
+            item["class_box"].on_update(lambda _: setattr(item["handle"], "colors", item["by_class"]
+                                                          if item["class_box"].value else item["colours"]))
         if kind == "points" and data.stations is not None:  # a scanner's scan: its blends at depth edges, on demand
             item["mixed_box"] = gui.add_checkbox(f"{path.name}: mixed pixels in red (the pointcloud commands leave them out)",
                                                  initial_value=False)
