@@ -410,3 +410,24 @@ def test_cloud_viewer_draws_the_files_normals_else_estimated_oriented_ones(tmp_p
     d = seg[:, 1] - seg[:, 0]
     cos = (d / np.linalg.norm(d, axis=1, keepdims=True) * seg[:, 0] / np.linalg.norm(seg[:, 0], axis=1, keepdims=True)).sum(1)
     assert len(seg) == 2562 and cos.min() > 0.999
+
+
+def test_point_size_follows_the_scenes_size(tmp_path):
+    # from a power of ten near diag / 5,000 (also the step) to ~diag / 50, starting at ~diag / 250:
+    # a unit sphere's scene as before (0.0138 of 3.46), and a 600 m scan's points can be shown metres
+    # wide (the fixed 0.0005-0.05 range allowed 5 cm at most)
+    from unittest.mock import MagicMock
+
+    from inr.data.pointclouds import write_cloud
+    from inr.viewer.clouds import CloudViewer, point_size_range
+
+    assert point_size_range(3.46) == (0.0001, 0.0692, 0.0001, 0.0138)
+    assert point_size_range(600.0) == (0.1, 12.0, 0.1, 2.4)
+    assert point_size_range(2e6) == (100.0, 40000.0, 100.0, 8000.0)
+    assert point_size_range(1e-3) == (1e-7, 2e-5, 1e-7, 4e-6)  # tiny scenes too, on a step
+    corners = np.array([[0.0, 0, 0], [480, 360, 0]])  # a 600 m box
+    write_cloud(tmp_path / "site.ply", np.r_[corners, np.random.default_rng(3).random((50, 3)) * [480, 360, 0]])
+    server = MagicMock()
+    CloudViewer(server, [tmp_path / "site.ply"])
+    kw = server.gui.add_slider.call_args.kwargs
+    assert (kw["min"], kw["max"], kw["step"], kw["initial_value"]) == (0.1, 12.0, 0.1, 2.4)

@@ -66,6 +66,23 @@ def point_colours(colors, intensity, blue=(60, 110, 200)) -> np.ndarray:
     return np.repeat((level * 255 + 0.5).astype(np.uint8)[:, None], 3, 1)
 
 
+def point_size_range(diag: float):
+    """(min, max, step, initial) of the point-size slider, in the scene's units, for a scene whose
+    boxes span `diag`: from a power of ten near diag / 5,000 (also the step) to ~diag / 50 (before
+    session 59 fixed at 0.0005-0.05, so that a scan 100 m across could not show its points larger
+    than 5 cm), starting at ~diag / 250."""
+    import math
+
+    power = math.floor(math.log10(max(diag, 1e-12) / 5000))
+    step = 10.0 ** power
+
+    def steps(n: float) -> float:  # n steps, without binary fractions' tails (0.0138, not 0.013800000000000002)
+        return round(n * step, max(0, -power))
+
+    high = steps(max(round(diag / 50 / step), 2))
+    return steps(1), high, steps(1), min(steps(max(round(diag / 250 / step), 1)), high)
+
+
 CLASS_COLOURS = {0: (160, 160, 160), 1: (200, 200, 200), 2: (150, 100, 50), 3: (150, 220, 110), 4: (60, 180, 60),
                  5: (20, 110, 30), 6: (220, 60, 40), 7: (255, 0, 255), 9: (40, 90, 230), 10: (120, 70, 160),
                  11: (90, 90, 90), 13: (255, 220, 0), 14: (255, 160, 0), 15: (250, 120, 120), 16: (200, 160, 0),
@@ -98,8 +115,8 @@ class CloudViewer:
         width = max(float(hi[0] - lo[0]) for lo, hi in boxes)
         self.diag = max(float(np.linalg.norm(hi - lo)) for lo, hi in boxes)
         gui = server.gui
-        self.size = gui.add_slider("point size", min=0.0005, max=0.05, step=0.0005,
-                                   initial_value=round(min(max(self.diag / 250, 0.0005), 0.05), 4))
+        low, high, step, initial = point_size_range(self.diag)
+        self.size = gui.add_slider("point size", min=low, max=high, step=step, initial_value=initial)
         self.show_normals = gui.add_checkbox("normals (the file's, else estimated and oriented)", initial_value=False)
         # the scene is shown about the boxes' centre: the browser draws in float32, which would
         # round a georeferenced scan (millions of units from the origin) to a coarse grid
