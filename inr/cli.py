@@ -352,8 +352,9 @@ def _print_warning(result: dict) -> None:
 
 
 def _mixed_note(r) -> str:
-    n = r["mixed_left_out"]
-    return f"; {n:,} mixed pixels (returns between two surfaces at depth edges) left out first" if n else ""
+    n, held = r["mixed_left_out"], r.get("withheld_left_out", 0)
+    note = f"; {n:,} mixed pixels (returns between two surfaces at depth edges) left out first" if n else ""
+    return note + (f"; {held:,} points the file marks withheld (not to be processed) left out" if held else "")
 
 
 def _resumed_note(r) -> str:

@@ -169,3 +169,40 @@ def test_a_valleys_normals_face_up_and_a_closed_objects_face_out(tmp_path, capsy
     np.save(tmp_path / "valley.npy", valley)  # other formats say nothing of up: as the estimate gives
     assert main(["pointcloud", "denoise", str(tmp_path / "valley.npy"), str(tmp_path / "npy.ply"), "--baseline", "mls"]) == 0
     assert (read_oriented_cloud(tmp_path / "npy.ply")[2][:, 2] < 0).mean() > 0.99
+
+
+@pytest.mark.parametrize("point_format,version", [(1, "1.2"), (6, "1.4")])  # the flag in two places of the record
+def test_withheld_points_are_left_out_as_the_specification_asks(tmp_path, capsys, point_format, version):
+    # a noisy sphere and 300 points far off it marked withheld (as a QA step marks bad returns): every
+    # reader leaves them out and the records stay aligned; denoise says how many, counts them in its
+    # input, and the output lies on the sphere; a file of withheld points only is refused, one line
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud, read_scan
+
+    rng = np.random.default_rng(5)
+    sphere = rng.normal(size=(2000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    noisy = sphere + rng.normal(scale=0.01, size=sphere.shape)
+    far = rng.uniform(3, 6, size=(300, 3))
+    header = laspy.LasHeader(point_format=point_format, version=version)
+    header.offsets, header.scales = UTM, np.full(3, 1e-5)
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = (np.r_[noisy, far] + UTM).T
+    las.classification = np.r_[np.full(2000, 2), np.full(300, 7)]
+    las.withheld = np.r_[np.zeros(2000, bool), np.ones(300, bool)]
+    las.write(tmp_path / "scan.las")
+    scan = read_scan(tmp_path / "scan.las", records=True)
+    assert scan.withheld == 300 and np.allclose(scan.points - UTM, noisy, atol=1e-5)
+    assert (np.asarray(scan.records.points.classification) == 2).all() and len(read_cloud(tmp_path / "scan.las")[0]) == 2000
+    assert main(["pointcloud", "denoise", str(tmp_path / "scan.las"), str(tmp_path / "out.las"), "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    assert "2,000 points with normals from 2,300 " in said
+    assert "; 300 points the file marks withheld (not to be processed) left out" in said
+    out = read_scan(tmp_path / "out.las")
+    assert len(out.points) == 2000 and np.abs(np.linalg.norm(out.points - UTM, axis=1) - 1).max() < 0.1
+    las.withheld = np.ones(2300, bool)
+    las.write(tmp_path / "gone.las")
+    assert main(["pointcloud", "denoise", str(tmp_path / "gone.las"), str(tmp_path / "x.las"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"inr: error: {tmp_path / 'gone.las'}: all 2,300 of its points are marked withheld (not to be processed)"
+    assert not (tmp_path / "x.las").exists()

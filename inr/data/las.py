@@ -103,9 +103,12 @@ class LasRecords:
         return len(self.points)
 
 
-def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray], LasRecords]:
+def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray], LasRecords,
+                                   int]:
     """(points (N, 3) float64, colours (N, 3) in [0, 1] or None, normals (N, 3) or None, intensities
-    (N,) or None where they are all zero: the writer stored none, the point records)."""
+    (N,) or None where they are all zero: the writer stored none, the point records, how many points
+    were left out as withheld). Points whose withheld flag is set are left out: the LAS
+    specification says they are not to be processed (synonymous with deleted)."""
     suffix = path.suffix.lower()
     laspy = _laspy(path, suffix)
     try:
@@ -128,7 +131,15 @@ def read_las(path: Path) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.
             normals = np.stack([np.asarray(las[names[n]], np.float64) for n in spelling], 1)
             break
     intensity = np.asarray(las.intensity, np.float64)
-    return points, colors, normals, intensity if intensity.any() else None, LasRecords.of(las)
+    records = LasRecords.of(las)
+    withheld = np.asarray(las.withheld, bool)
+    if withheld.all() and len(points):
+        raise InputError(path, f"all {len(points):,} of its points are marked withheld (not to be processed)")
+    if withheld.any():
+        keep = ~withheld
+        points, colors, normals, intensity, records = (None if a is None else a[keep]
+                                                        for a in (points, colors, normals, intensity, records))
+    return points, colors, normals, intensity if intensity.any() else None, records, int(withheld.sum())
 
 
 def las_intensity(values: np.ndarray) -> np.ndarray:

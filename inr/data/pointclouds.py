@@ -102,6 +102,8 @@ class Scan(NamedTuple):
     records: Optional[LasRecords] = None
     """A LAS/LAZ file's point records (classification, returns, GPS time, ...: `LasRecords`), for a
     LAS file written from this scan's points; else None."""
+    withheld: int = 0
+    """How many points of a LAS/LAZ file were left out as withheld (`read_las`)."""
 
     def subset(self, keep: np.ndarray) -> "Scan":
         """The scan of the points `keep` selects (a mask or indices); `up` is a direction, kept."""
@@ -120,11 +122,11 @@ def read_scan(path, duplicates: str = "error", records: bool = False) -> Scan:
     with `records` (they hold 20-60 bytes a point)."""
     from .orientation import towards_station
 
-    points, colors, normals, stations, cells, intensity, kept = _read(path, duplicates, "ignore")
+    points, colors, normals, stations, cells, intensity, kept, withheld = _read(path, duplicates, "ignore")
     up = np.array([0.0, 0.0, 1.0]) if Path(path).suffix.lower() in LAS_FORMATS else None
     towards = None if stations is None else towards_station(points, stations)
     return Scan(points, colors, normals, towards, up, stations, None if stations is None else cells, intensity,
-                kept if records else None)
+                kept if records else None, withheld)
 
 
 def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:
@@ -144,7 +146,8 @@ def without_mixed(scan: Scan, keep: bool = False) -> Tuple[Scan, int]:
 def _read(path, duplicates: str, bad_normals: str):
     """(points, colours, normals, each point's scanner station (E57, PTX, PCD) or None, each point's
     scan, row and column in its scanner's grid (PTX, E57, an organized PCD) or None, intensities
-    (`Scan.intensity`) or None, a LAS file's point records or None): `read_oriented_cloud`."""
+    (`Scan.intensity`) or None, a LAS file's point records or None, how many withheld points a LAS
+    file had, left out): `read_oriented_cloud`."""
     path = Path(path)
     if not path.is_file():
         raise InputError(path, "no such file")
@@ -152,6 +155,7 @@ def _read(path, duplicates: str, bad_normals: str):
     if suffix not in FORMATS:
         raise InputError(path, f"unsupported point-cloud format {suffix or '(none)'}; use one of {', '.join(FORMATS)}")
     colors = normals = stations = cells = intensity = records = None
+    withheld = 0
     if suffix == ".npy":
         try:
             data = np.load(path, allow_pickle=False)
@@ -182,7 +186,7 @@ def _read(path, duplicates: str, bad_normals: str):
             if station is not None:
                 stations = np.broadcast_to(station, points.shape)
         elif suffix in LAS_FORMATS:
-            points, colors, normals, intensity, records = read_las(path)
+            points, colors, normals, intensity, records, withheld = read_las(path)
         elif suffix in E57_FORMATS:
             points, colors, normals, stations, cells, intensity = read_e57(path)
         elif suffix in PTX_FORMATS:
@@ -219,7 +223,7 @@ def _read(path, duplicates: str, bad_normals: str):
         points = points[keep]
         colors, normals, stations, cells, intensity, records = (None if a is None else a[keep]
                                                                 for a in (colors, normals, stations, cells, intensity, records))
-    return points, colors, normals, stations, cells, intensity, records
+    return points, colors, normals, stations, cells, intensity, records, withheld
 
 
 _READ_FAILED = re.compile(r"failed|error|unexpected end", re.IGNORECASE)

@@ -70,6 +70,8 @@ class Surface:
     colors: Optional[np.ndarray] = None
     """The points' colours (N, 3) in [0, 1]: a cloud's, or a mesh's (vertex or face colours, or
     its texture) at the sampled points; None when the file has none."""
+    withheld: int = 0
+    """Points a LAS/LAZ file marks withheld, left out (`inr.data.las.read_las`)."""
 
 
 def read_mesh(path) -> "object":
@@ -435,12 +437,12 @@ def read_surface(path, mesh_points: int = 100_000, seed: int = 0, duplicates: st
     if len(points) < 10:
         raise InputError(path, f"holds {len(points)} points; a surface needs at least 10")
     if scan.complete_normals is not None:
-        return Surface(points, scan.complete_normals, "points", "file", str(path), far, mixed, colors)
+        return Surface(points, scan.complete_normals, "points", "file", str(path), far, mixed, colors, scan.withheld)
     if not want_normals:
-        return Surface(points, None, "points", "none", str(path), far, mixed, colors)
+        return Surface(points, None, "points", "none", str(path), far, mixed, colors, scan.withheld)
     how = ("estimated" + (", their sides from the file's" if scan.normals is not None  # the file knows some
                           else ", facing the scanner" if scan.towards is not None else ""))
-    return Surface(points, scan_normals(points, scan), "points", how, str(path), far, mixed, colors)
+    return Surface(points, scan_normals(points, scan), "points", how, str(path), far, mixed, colors, scan.withheld)
 
 
 def scan_normals(points: np.ndarray, scan: Scan) -> np.ndarray:

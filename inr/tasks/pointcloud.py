@@ -274,7 +274,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     elif normals and scan.towards is not None:
         sides_from = "the scanner stations"
     intensity = None if scan.intensity is None else out.suffix.lower() in INTENSITY_FORMATS
-    return {"input_points": int(len(points)) + mixed, "mixed_left_out": mixed, "output_points": int(len(result)),
+    return {"input_points": int(len(points)) + mixed + scan.withheld, "mixed_left_out": mixed,
+            "withheld_left_out": scan.withheld, "output_points": int(len(result)),
             "method": method, "normals": normals, "intensity": intensity, "records": records is not None,
             "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused,
             "class_shift": shift}

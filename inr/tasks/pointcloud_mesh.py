@@ -115,7 +115,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
                                  else ", facing the scanner stations" if towards is not None else "")
             normals = stages("normals", lambda: {"normals": scan_normals(cleaned, scan)})["normals"]
         prepared = time.perf_counter() - start
-        result: Dict[str, Any] = {"input_points": len(points) + mixed, "mixed_left_out": mixed, "denoise": denoised_by,
+        result: Dict[str, Any] = {"input_points": len(points) + mixed + scan.withheld, "mixed_left_out": mixed,
+                                  "withheld_left_out": scan.withheld, "denoise": denoised_by,
                                   "method": method,
                                   "normals": how,
                                   "strays_left_out": int(far.sum()), "warning": warning,

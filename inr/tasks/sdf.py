@@ -58,6 +58,9 @@ class SdfTask(Task):
         if self.surface.mixed:
             print(f"inr: {self.opts.input}: left out {self.surface.mixed:,} mixed pixels (returns between two surfaces "
                   "at depth edges)", flush=True)
+        if self.surface.withheld:
+            print(f"inr: {self.opts.input}: left out {self.surface.withheld:,} points the file marks withheld (not to be "
+                  "processed)", flush=True)
         if self.surface.strays:
             print(f"inr: {self.opts.input}: left out {self.surface.strays:,} stray points far from the rest "
                   f"(of {len(self.surface.points) + self.surface.strays:,})", flush=True)

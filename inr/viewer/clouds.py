@@ -157,7 +157,8 @@ class CloudViewer:
             label = (f"{path.name}: {len(points):,} points" + (f" (showing {MAX_POINTS:,})" if len(points) > MAX_POINTS else "")
                      + (", with normals" if data.complete_normals is not None
                         else ", with some normals" if data.normals is not None else "")
-                     + (", grey by intensity" if colors is None and data.intensity is not None else ""))
+                     + (", grey by intensity" if colors is None and data.intensity is not None else "")
+                     + (f" ({data.withheld:,} withheld left out)" if data.withheld else ""))
         box = gui.add_checkbox(label, initial_value=True)
         box.on_update(lambda _: setattr(item["handle"], "visible", bool(box.value)))
         classes = None if kind == "mesh" or data.records is None else np.asarray(data.records.points.classification)
