@@ -129,14 +129,27 @@ def mls_fill(points: np.ndarray, n: int, seed: int = 0, backend: str = "auto",
         pairs = np.unique(np.stack([first[near], idx.reshape(-1)[near]], 1), axis=0)
         if len(pairs) == 0:
             break
-        mids = (x[pairs[:, 0]] + x[pairs[:, 1]]) / 2
-        _, first = np.unique(mids, axis=0, return_index=True)  # a later round's pairs share midpoints:
-        mids = mids[np.sort(first)]  # (a + b) / 2 and (c + d) / 2 with (a + c) / 2 and (b + d) / 2
-        mids = _even_midpoints(mids, pool - len(x), seed)
+        # a later round's pairs can share a midpoint ((a + b) / 2 and (c + d) / 2 with (a + c) / 2 and
+        # (b + d) / 2, exactly on flat patches): each once
+        mids = _without_repeats(_even_midpoints((x[pairs[:, 0]] + x[pairs[:, 1]]) / 2, pool - len(x), seed))
         # fresh: a pair offered again in a later round, whose midpoint an earlier round added and
         # its projection left in place (neighbours on a line, as a scan line's), adds nothing
         x = np.concatenate([x, _project_once(mids, min(FILL_NEIGHBOURS, len(x)), x, backend, fresh=True)])
     return even_subsample(x, n, seed) if like is None else density_subsample(x, n, like, seed)
+
+
+def _without_repeats(rows: np.ndarray) -> np.ndarray:
+    """The rows (N, 3) less exact repeats, the first of each kept, in order. Repeats share their first
+    column, so one sort of it finds the few candidates (none, most often: then the rows as they are)."""
+    order = np.argsort(rows[:, 0], kind="stable")
+    tied = np.flatnonzero(rows[order[1:], 0] == rows[order[:-1], 0])
+    if len(tied) == 0:
+        return rows
+    candidates = np.unique(np.r_[order[tied], order[tied + 1]])  # ascending: a repeat's first comes first
+    _, first = np.unique(rows[candidates], axis=0, return_index=True)
+    keep = np.ones(len(rows), dtype=bool)
+    keep[np.setdiff1d(candidates, candidates[first])] = False
+    return rows[keep]
 
 
 def _even_midpoints(mids: np.ndarray, m: int, seed: int) -> np.ndarray:
