@@ -133,6 +133,7 @@ class CloudViewer:
     def _add(self, name: str, path: Path, kind: str, data, offset: np.ndarray) -> dict:
         gui, scene = self.server.gui, self.server.scene
         item = {"name": name, "kind": kind, "offset": offset, "normals": None, "own_normals": None, "scan": None}
+        classes = None
         if kind == "mesh":
             mesh = data.copy()
             mesh.apply_translation(offset)
@@ -141,6 +142,8 @@ class CloudViewer:
             label = f"{path.name}: mesh, {len(mesh.vertices):,} vertices, {len(mesh.faces):,} faces"
         else:
             points, colors = data.points, data.colors
+            if data.records is not None:  # a LAS file's: only its classes are drawn (the records hold 20-60 bytes a point)
+                classes, data = np.asarray(data.records.points.classification), data._replace(records=None)
             shown = np.arange(len(points))
             if len(points) > MAX_POINTS:
                 shown = np.random.default_rng(0).choice(len(points), MAX_POINTS, replace=False)
@@ -161,12 +164,11 @@ class CloudViewer:
                      + (f" ({data.withheld:,} withheld left out)" if data.withheld else ""))
         box = gui.add_checkbox(label, initial_value=True)
         box.on_update(lambda _: setattr(item["handle"], "visible", bool(box.value)))
-        classes = None if kind == "mesh" or data.records is None else np.asarray(data.records.points.classification)
-        if classes is not None and len(np.unique(classes)) > 1:  # a LAS file's classes, on demand
+        kinds = 0 if classes is None else len(np.unique(classes))
+        if kinds > 1:  # a LAS file's classes, on demand
             item["colours"] = rgb if rgb.ndim == 2 else np.tile(rgb, (len(shown), 1))  # one colour: per point
             item["by_class"] = class_colours(classes[shown])
-            item["class_box"] = gui.add_checkbox(f"{path.name}: colour by class ({len(np.unique(classes))} classes)",
-                                                 initial_value=False)
+            item["class_box"] = gui.add_checkbox(f"{path.name}: colour by class ({kinds} classes)", initial_value=False)
             item["class_box"].on_update(lambda _: setattr(item["handle"], "colors", item["by_class"]
                                                           if item["class_box"].value else item["colours"]))
         if kind == "points" and data.stations is not None:  # a scanner's scan: its blends at depth edges, on demand
