@@ -272,6 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--baseline", choices=["open3d", "mls"], help="instead of the network, to compare: open3d = "
                            "Open3D statistical outlier removal (20 neighbours, 2 standard deviations); mls = moving-least-"
                            "squares projection onto quadrics (30 neighbours, two passes)")
+            p.add_argument("--keep-points", action="store_true",
+                           help="write the input's own points as measured (with their colours, intensities and LAS "
+                           "records), less the outliers: those farther off the network's denoised surface than 3.5 noise "
+                           "levels, the noise read from the points' own offsets (per spacing band on a scan whose spacing "
+                           "varies), or beyond the surface's edge")
     p = psub.add_parser("mesh", help="a surface mesh of a scan: denoise, orient, then a fitted SDF or Poisson",
                         description="Points to a mesh in one command: denoise the cloud (the network, MLS or not at all), "
                         "estimate and orient normals (kept from the file when nothing moved the points), then mesh it: "
@@ -394,14 +399,16 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
         r = process_file(args.pointcloud_command, Path(args.inp), Path(out), args.weights, getattr(args, "factor", 4.0),
                          getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
                          progress=not args.no_progress, device=args.device, normals=args.normals,
-                         precision=args.precision, keep_mixed=args.keep_mixed_pixels, density=args.density)
+                         precision=args.precision, keep_mixed=args.keep_mixed_pixels, density=args.density,
+                         keep_points=getattr(args, "keep_points", False))
         normals = (" with normals" + (f" (sides from {r['sides_from']})" if r["sides_from"] else "")) if r["normals"] else ""
         carried = [what for what, on in (("intensities", r["intensity"]), ("LAS records", r["records"])) if on]
-        shine = f"; {' and '.join(carried)} from the nearest input points" if carried else ""
+        shine = f"; {' and '.join(carried)} {'kept' if r['keep_points'] else 'from the nearest input points'}" if carried else ""
         if r["intensity"] is False:
             shine += f"; the input's intensities left out ({Path(out).suffix} files have no place for them)"
         if r["class_shift"]:
-            shine += f"; {r['class_shift']} (spread evenly over the surface; --density scan keeps the scan's shares)"
+            shine += f"; {r['class_shift']} " + ("(its points lie off the surface the network finds)" if r["keep_points"]
+                                                 else "(spread evenly over the surface; --density scan keeps the scan's shares)")
         print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})" + _mixed_note(r)
               + _resumed_note(r) + shine)
         _print_warning(r)

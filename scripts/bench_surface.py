@@ -623,7 +623,7 @@ def lidar(weights=None):
         spacing = float(np.median(np.sqrt(d2[:, 1].double().numpy())))
         a_in, c_in = float(to_surface(noisy).mean()), cl1(noisy, ref)
         t = time.perf_counter()
-        net, method, _, _ = network_denoise(noisy, len(noisy), Path(case), "", weights)
+        net, method = network_denoise(noisy, len(noisy), Path(case), "", weights)[:2]
         t_net = time.perf_counter() - t
         row = {"case": case, "points": len(noisy), "spacing (m)": spacing, "sigma / spacing": sigma / spacing,
                "spread": spacing_spread(noisy), "input accuracy (mm)": 1000 * a_in, "network s": t_net,
@@ -686,7 +686,7 @@ def lidar_site(weights=None):
             noisy, _ = laser_scan(mesh, "terrestrial", sigma, np.random.default_rng(3), station=station)
             a_in, c_in = float(to_surface(noisy).mean()), cl1(noisy, ref)
             t = time.perf_counter()
-            banded, method, _, _ = network_denoise(noisy, len(noisy), Path("site"), "", weights)
+            banded, method = network_denoise(noisy, len(noisy), Path("site"), "", weights)[:2]
             t_band = time.perf_counter() - t
             t = time.perf_counter()
             whole = mls_fill(network_points(noisy, weights)[0], len(noisy), 0)

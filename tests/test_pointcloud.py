@@ -1174,8 +1174,8 @@ def test_denoise_by_band_routes_each_band_by_its_noise_to_spacing_ratio():
         seen.append(pts.copy())
         return np.c_[pts[:, :2], np.zeros(len(pts))]
 
-    out, bands = denoise_by_band(x, flatten, 1.0, seed=0)
-    assert len(out) == len(x) and sum(bl.points for bl in bands) == len(x)
+    out, bands, labels = denoise_by_band(x, flatten, 1.0, seed=0)
+    assert len(out) == len(x) and sum(bl.points for bl in bands) == len(x) and np.array_equal(labels, band)
     # the network saw patch a alone (no context: the others lie over 20 spacings away), once
     assert len(seen) == 1 and np.array_equal(seen[0], a)
     routes = {bl.route: bl.points for bl in bands}
@@ -1200,7 +1200,7 @@ def test_denoise_by_band_routes_each_band_by_its_noise_to_spacing_ratio():
     (mls_band,) = [bl for bl in bands if bl.route == "mls"]
     assert 0.7 * 0.0113 < mls_band.noise < 1.1 * 0.0113
     # densify: every band gets factor x its count
-    more, bands2 = denoise_by_band(x, flatten, 2.0, seed=0)
+    more, bands2, _ = denoise_by_band(x, flatten, 2.0, seed=0)
     assert [bl.output for bl in bands2] == [2 * bl.points for bl in bands2] and len(more) == 2 * len(x)
 
 
@@ -1224,7 +1224,7 @@ def test_denoise_by_band_killed_part_way_resumes_from_its_finished_bands(tmp_pat
         seen.append(len(pts))
         return np.c_[pts[:, :2], np.zeros(len(pts))]
 
-    whole, bands = denoise_by_band(x, flatten, 2.0, seed=0)
+    whole, bands, _ = denoise_by_band(x, flatten, 2.0, seed=0)
     assert [b.route for b in bands] == ["network", "network", "kept"] and seen == [2500, 2500]
 
     def dies_second(pts):  # killed while the network runs on the second band
@@ -1239,7 +1239,7 @@ def test_denoise_by_band_killed_part_way_resumes_from_its_finished_bands(tmp_pat
     assert sorted(f.name for f in (tmp_path / "p").glob("*.npz")) == ["band-0.npz", "mls.npz", "spacing.npz"]
     seen.clear()
     stages = Stages(tmp_path / "p", key)
-    again, bands2 = denoise_by_band(x, flatten, 2.0, 0, stages)
+    again, bands2, _ = denoise_by_band(x, flatten, 2.0, 0, stages)
     assert seen == [2500] and stages.reused == ["spacing", "mls", "band-0"]  # only the second band ran again
     assert np.array_equal(again, whole) and bands2 == bands
 

@@ -142,6 +142,7 @@ class Denoised(NamedTuple):
     method: str  # in words, for the command's report
     warning: Optional[str]
     bands: Optional[str]  # where the cloud went band by band: which route took how many points
+    groups: Optional[np.ndarray] = None  # each input point's spacing band, where it went band by band
 
 
 def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weights: Optional[Path] = None,
@@ -171,9 +172,9 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
     stages = stages or compute_all
     spread = spacing_spread(points)
     if voxel is None and spread > SPREAD_WARN:
-        result, bands = denoise_by_band(points, run, want / len(points), seed, stages, follow)
+        result, bands, groups = denoise_by_band(points, run, want / len(points), seed, stages, follow)
         by_band = describe(bands)
-        return Denoised(result, f"{method}{FOLLOWED * follow}, {by_band}", None, by_band)
+        return Denoised(result, f"{method}{FOLLOWED * follow}, {by_band}", None, by_band, groups)
     warning = spacing_warning(spread, inp, instead)
     far = scattered(points, seed)
     if far.any():
@@ -189,7 +190,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
                  baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
                  voxel: Optional[float] = None, progress: bool = False, device: str = "auto",
                  normals: Optional[bool] = None, precision: str = "32", keep_mixed: bool = False,
-                 density: str = "even") -> Dict[str, Any]:
+                 density: str = "even", keep_points: bool = False) -> Dict[str, Any]:
     """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
     the network always denoises) a cloud file into another; or a baseline for denoise: 'open3d'
     (statistical outlier removal) or 'mls' (moving-least-squares projection, `inr.pointcloud.mls`).
@@ -205,7 +206,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     in bfloat16 where the CPU has them; the method then says so). A scan whose stations are known
     loses its mixed pixels first, for every method (`data.pointclouds.without_mixed`), unless keep_mixed.
     density: the network's output points 'even' over the surface or as dense as the 'scan''s in each
-    region (`network_denoise`; the baselines keep one point per input point, so the scan's)."""
+    region (`network_denoise`; the baselines keep one point per input point, so the scan's).
+    keep_points (denoise with the network): the input's own points are written, as measured and
+    with all they carry, less those off the network's surface (`inr.pointcloud.keep.on_surface`;
+    the noise read per spacing band where the cloud went band by band)."""
     from ..data.pointclouds import (E57_FORMATS, INTENSITY_FORMATS, LAS_FORMATS, check_write_format, read_scan, without_mixed,
                                     write_cloud)
     from .outputs import nearest_rows
@@ -218,6 +222,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if voxel is not None and voxel <= 0:
         raise InputError(None, f"--voxel-size must be > 0, got {voxel}")
     _check_density(density)
+    if keep_points and (mode != "denoise" or baseline is not None):
+        raise InputError(None, "--keep-points is for denoise with the network (not a baseline)")
+    if keep_points and density != "even":
+        raise InputError(None, "--keep-points writes the input's own points; --density is for the network's")
     normals = _wants_normals(out, normals)
     las_out = out.suffix.lower() in LAS_FORMATS  # a LAS file's point records go to a LAS output
     scan, mixed = without_mixed(read_scan(inp, "drop" if drop_duplicates else "error", records=las_out), keep_mixed)
@@ -241,19 +249,29 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             result = statistical_outlier_baseline(points)
             method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
         else:
-            result, method, warning, _ = network_denoise(points, want, inp, "`--baseline mls`", weights, voxel, device,
-                                                         progress, precision, seed, stages, density)
+            denoised = network_denoise(points, want, inp, "`--baseline mls`", weights, voxel, device, progress,
+                                       precision, seed, stages, density)
+            result, method, warning = denoised.points, denoised.method, denoised.warning
+        own = None  # the rows of the input points written, where they are written as they came
+        if keep_points:
+            from ..pointcloud.keep import KEEP_SIGMAS, on_surface
+
+            own = np.flatnonzero(on_surface(points, result, denoised.groups))
+            result = points[own]
+            per = " (read per spacing band)" if denoised.groups is not None else ""
+            method += (f"; the input's own points kept, less {len(points) - len(own):,} ({1 - len(own) / len(points):.1%}) "
+                       f"off its surface (over {KEEP_SIGMAS:g} noise levels{per}, or beyond its edge)")
         if len(result) == 0:
             raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
         records = scan.records
         stations = scan.stations if out.suffix.lower() in E57_FORMATS else None
         carried = (None if colors is None and scan.intensity is None and records is None and stations is None
-                   else nearest_rows(result, points))
+                   else own if own is not None else nearest_rows(result, points))
         out_colors = None if colors is None else colors[carried]
         out_intensity = None if scan.intensity is None else scan.intensity[carried]
         out_records = None if records is None else records[carried]
         shift = None
-        if records is not None and baseline is None and density == "even":
+        if records is not None and baseline is None and (density == "even" or keep_points):
             from ..data.las import class_shift
 
             shift = class_shift(np.asarray(records.points.classification), np.asarray(out_records.points.classification))
@@ -278,7 +296,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             "withheld_left_out": scan.withheld, "output_points": int(len(result)),
             "method": method, "normals": normals, "intensity": intensity, "records": records is not None,
             "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused,
-            "class_shift": shift}
+            "class_shift": shift, "keep_points": keep_points}
 
 
 def network_stages(out: Path, scan, want: int, weights: Optional[Path], voxel: Optional[float], device: str,

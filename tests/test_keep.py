@@ -1,0 +1,159 @@
+"""`denoise --keep-points`: the input's own points kept, less those off the network's surface
+(`inr.pointcloud.keep`): the noise level, the offsets, the edge gate, the groups, the command."""
+
+import numpy as np
+import pytest
+
+
+def _plane(n, sigma, rng, side=1.0):
+    return np.c_[rng.uniform(0, side, (n, 2)), rng.normal(scale=sigma, size=n)]
+
+
+def _grid(m, side=1.0):
+    g = (np.arange(m) + 0.5) / m * side
+    return np.c_[np.repeat(g, m), np.tile(g, m), np.zeros(m * m)]
+
+
+def test_noise_level_reads_a_gaussians_sigma_through_a_fifth_of_outliers():
+    from inr.pointcloud.keep import noise_level
+
+    rng = np.random.default_rng(0)
+    off = np.abs(rng.normal(scale=0.02, size=40_000))
+    assert abs(noise_level(off) / 0.02 - 1) < 0.02
+    # a fifth more far off: the 40th percentile of all is the inliers' median, read as
+    # 0.6745 / 0.5244 = 1.286 sigma
+    with_outliers = np.r_[off, rng.uniform(0.1, 1.0, 10_000)]
+    assert abs(noise_level(with_outliers) / 0.02 - 1.286) < 0.03
+    assert noise_level(np.zeros(10), floor=1e-6) == 1e-6 and noise_level(np.zeros(0), floor=0.5) == 0.5
+
+
+def test_points_off_a_flat_surface_by_more_than_the_threshold_go():
+    # a clean grid as the surface, the points on it with sigma = 0.01 across, and points set at
+    # known heights: up to 3 sigma kept, from 4.5 sigma gone (the level reads sigma within ~5 %)
+    from inr.pointcloud.keep import KEEP_SIGMAS, offsets, on_surface
+
+    rng = np.random.default_rng(1)
+    surface = _grid(60)
+    pts = _plane(3000, 0.01, rng)
+    probes = np.c_[rng.uniform(0.2, 0.8, (8, 2)), [0.02, -0.03, 0.045, -0.05, 0.08, -0.1, 0.3, 0.5]]
+    x = np.r_[pts, probes]
+    off, overhang = offsets(x, surface)
+    assert np.allclose(off, np.abs(x[:, 2]), atol=1e-9) and overhang[:3000].max() < 1.0  # flat: the height
+    keep = on_surface(x, surface)
+    assert keep[-8:].tolist() == [True, True, False, False, False, False, False, False]
+    inliers = np.abs(pts[:, 2]) <= KEEP_SIGMAS * 0.0095
+    assert keep[:3000][inliers].mean() == 1.0 and keep[:3000].mean() > 0.997
+
+
+def test_points_beyond_the_surfaces_edge_go_though_they_lie_in_its_plane():
+    from inr.pointcloud.keep import on_surface
+
+    surface = _grid(40)  # spacing 0.025 over [0, 1]^2
+    rng = np.random.default_rng(2)
+    inside = _plane(1000, 0.005, rng)
+    beyond = np.array([[1.2, 0.5, 0.0], [0.5, -0.2, 0.001], [1.03, 0.5, 0.0]])  # 8 / 8 / 1.2 spacings out
+    keep = on_surface(np.r_[inside, beyond], surface)
+    assert keep[-3:].tolist() == [False, False, True] and keep[:1000].mean() > 0.997
+
+
+def test_a_point_does_not_vouch_for_itself_where_the_surface_holds_it():
+    # the points themselves as the surface (a band kept as scanned): an outlier among them still goes
+    from inr.pointcloud.keep import on_surface
+    from inr.pointcloud.mls import _project_once
+
+    rng = np.random.default_rng(3)
+    x = np.r_[_plane(2000, 0.002, rng), [[0.5, 0.5, 0.05], [0.3, 0.6, -0.04]]]
+    keep = on_surface(x, x)
+    assert not keep[-2:].any() and keep[:2000].mean() > 0.995
+    # `others`: the same as projecting each point onto the surface without it (a slow twin)
+    some = [0, 7, 2000, 2001]
+    fast = _project_once(x[some], 16, x, others=True)
+    for row, i in zip(fast, some):
+        alone = _project_once(x[i:i + 1], 16, np.delete(x, i, axis=0))
+        assert np.allclose(row, alone[0], atol=1e-12)
+
+
+def test_each_group_reads_its_own_noise():
+    # two patches, sigma 0.002 and 0.02: a point 0.012 off the quiet one is 6 of its sigma (gone
+    # with the groups) but within the level both read together
+    from inr.pointcloud.keep import on_surface
+
+    rng = np.random.default_rng(4)
+    quiet, loud = _plane(2000, 0.002, rng), _plane(2000, 0.02, rng) + [2.0, 0, 0]
+    surface = np.r_[_grid(50), _grid(50) + [2.0, 0, 0]]
+    probe = np.array([[0.5, 0.5, 0.012]])
+    x = np.r_[quiet, loud, probe]
+    groups = np.r_[np.zeros(2000, int), np.ones(2000, int), 0]
+    assert on_surface(x, surface)[-1] and not on_surface(x, surface, groups)[-1]
+    assert on_surface(x, surface, groups)[:4000].mean() > 0.995
+
+
+def test_denoise_keep_points_writes_the_inputs_own_rows(tmp_path, capsys):
+    # a noisy sphere with 5 % of its points uniform in the box, with colours: the output is a
+    # subset of the input's rows, exactly, colours and all; it keeps nearly every point on the
+    # sphere and drops most of those far off it, more than Open3D's statistical removal does
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud, write_cloud
+
+    rng = np.random.default_rng(5)
+    d = rng.normal(size=(3000, 3))
+    x = d / np.linalg.norm(d, axis=1, keepdims=True) + rng.normal(scale=0.01, size=(3000, 3))
+    x[:150] = rng.uniform(-1, 1, (150, 3))
+    colours = rng.uniform(size=(3000, 3))
+    write_cloud(tmp_path / "in.ply", x, colours)
+    far = np.abs(np.linalg.norm(x, axis=1) - 1) > 0.05
+    far[150:] = False
+    kept = {}
+    for label, extra in (("keep", ["--keep-points"]), ("open3d", ["--baseline", "open3d"])):
+        assert main(["pointcloud", "denoise", str(tmp_path / "in.ply"), str(tmp_path / f"{label}.ply"), "--no-progress",
+                     "--no-normals", *extra]) == 0
+        out, out_colours = read_cloud(tmp_path / f"{label}.ply")[:2]
+        from scipy.spatial import cKDTree
+
+        dist, rows = cKDTree(x).query(out)
+        assert dist.max() < 1e-6 and len(np.unique(rows)) == len(out)  # the input's own points, each once
+        assert np.allclose(out_colours, colours[rows], atol=1 / 255)
+        mask = np.zeros(3000, bool)
+        mask[rows] = True
+        kept[label] = (mask[150:].mean(), 1 - mask[far].mean())
+    assert "the input's own points kept, less" in capsys.readouterr().out
+    assert kept["keep"][0] > 0.995 and kept["keep"][1] > 0.95 and kept["keep"][1] > kept["open3d"][1], kept
+
+
+@pytest.mark.parametrize("extra", [["--baseline", "mls"], ["--density", "scan"]])
+def test_keep_points_with_what_it_cannot_go_with_is_one_line_exit_2(tmp_path, capsys, extra):
+    from inr.cli import main
+    from inr.data.pointclouds import write_cloud
+
+    write_cloud(tmp_path / "in.ply", np.random.default_rng(6).normal(size=(500, 3)))
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.ply"), str(tmp_path / "out.ply"), "--keep-points", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--keep-points" in err and not (tmp_path / "out.ply").exists()
+
+
+def test_keep_points_keeps_a_las_files_records_and_says_which_class_went(tmp_path, capsys):
+    # ground (class 2) a noisy plane; class 5 points scattered over a metre above it: those are off
+    # the surface and go, which the summary names; every kept record is the input's, GPS time and all
+    laspy = pytest.importorskip("laspy")
+    from inr.cli import main
+
+    rng = np.random.default_rng(7)
+    ground = _plane(3000, 0.01, rng, side=10.0)
+    canopy = np.c_[rng.uniform(0, 10, (600, 2)), rng.uniform(0.5, 1.5, 600)]
+    x = np.r_[ground, canopy]
+    header = laspy.LasHeader(point_format=1, version="1.2")
+    header.offsets, header.scales = [500000.0, 4000000.0, 100.0], [0.001] * 3
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = x[:, 0] + 500000.0, x[:, 1] + 4000000.0, x[:, 2] + 100.0
+    las.classification = np.r_[np.full(3000, 2), np.full(600, 5)].astype(np.uint8)
+    las.gps_time = np.arange(len(x), dtype=np.float64)
+    las.write(tmp_path / "in.las")
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.las"), str(tmp_path / "out.las"), "--no-progress",
+                 "--keep-points"]) == 0
+    said = capsys.readouterr().out
+    assert "LAS records kept" in said and "high vegetation (class 5)" in said and "off the surface" in said
+    out = laspy.read(tmp_path / "out.las")
+    rows = np.asarray(out.gps_time).astype(int)
+    assert np.allclose(np.c_[out.x, out.y, out.z], np.c_[las.x, las.y, las.z][rows], atol=1e-6)
+    assert (np.asarray(out.classification) == np.asarray(las.classification)[rows]).all()
+    assert (rows < 3000).mean() > 0.97 and np.isin(np.arange(3000), rows).mean() > 0.99
