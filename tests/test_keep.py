@@ -73,6 +73,19 @@ def test_a_point_does_not_vouch_for_itself_where_the_surface_holds_it():
         assert np.allclose(row, alone[0], atol=1e-12)
 
 
+def test_far_apart_points_are_judged_against_a_share_of_their_spacing():
+    # a grid 0.1 apart with 0.1 mm of noise: the level is SPACING_FLOOR x 0.1 = 0.015, not the
+    # noise, so a point 0.04 off stays and one 0.06 off goes (3.5 levels: 0.0525)
+    from inr.pointcloud.keep import SPACING_FLOOR, on_surface
+
+    rng = np.random.default_rng(8)
+    grid = _grid(30, side=3.0)
+    x = np.r_[grid + np.c_[np.zeros((900, 2)), rng.normal(scale=1e-4, size=900)], [[1.55, 1.55, 0.04], [1.45, 1.45, 0.06]]]
+    assert SPACING_FLOOR == 0.15
+    keep = on_surface(x, grid)
+    assert keep[:900].all() and keep[-2:].tolist() == [True, False]
+
+
 def test_each_group_reads_its_own_noise():
     # two patches, sigma 0.002 and 0.02: a point 0.012 off the quiet one is 6 of its sigma (gone
     # with the groups) but within the level both read together

@@ -54,8 +54,9 @@ def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None, backe
     backend: 'native' (inr/native/mls.cpp), 'numpy' (the jets in chunks of PROJECT_CHUNK points;
     each point's projection is its own: the same result), or 'auto' (native where it builds).
     fresh: leave out the points of x that lie exactly on a point of ref (before projection).
-    others: each jet fitted to the k nearest points of ref other than one lying exactly on the
-    point projected (its own copy, which would draw the jet to it: `inr.pointcloud.keep`)."""
+    others: each jet fitted to the k nearest points of ref after the nearest one, which where ref
+    was made from x may be the point's own copy, exact or projected, and would draw the jet to it
+    (`inr.pointcloud.keep`)."""
     ref = x if ref is None else ref
     native_runs = _native_runs(backend, k)
     rt = torch.from_numpy(np.ascontiguousarray(ref, dtype=np.float64))
@@ -64,10 +65,8 @@ def _project_once(x: np.ndarray, k: int, ref: Optional[np.ndarray] = None, backe
     wanted = min(k + 1, len(ref)) if others else k
     for start, idx, d2 in knn_chunks(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64)), rt, wanted):
         part = x[start:start + len(idx)]
-        if others and idx.shape[1] > 1:  # drop the coincident first neighbour, else the farthest
-            own = (d2[:, :1] == 0)
-            idx = torch.where(own, idx[:, 1:], idx[:, :-1]).contiguous()
-            d2 = torch.where(own, d2[:, 1:], d2[:, :-1]).contiguous()
+        if others and idx.shape[1] > 1:
+            idx, d2 = idx[:, 1:].contiguous(), d2[:, 1:].contiguous()
         if fresh:
             new = (d2[:, 0] > 0).numpy()
             part, idx, d2 = part[new], idx[new], d2[new]

@@ -1,0 +1,146 @@
+"""`denoise --keep-points` (the input's own points, less those off the network's surface:
+`inr.pointcloud.keep`) against Open3D's statistical outlier removal (`--baseline open3d`).
+
+    make meshes
+    .venv/bin/python scripts/bench_keep.py [--mesh-dir DIR] [--meshes a,b] [--only meshes|lidar]
+
+meshes (default: the held-out CGAL meshes): 5,000 points, evenly spread with noise sigma = 1 %
+of the diagonal per coordinate and 5 % or 20 % of them replaced by points uniform in the box;
+sigma = 2 % with 5 %; a 6-camera range scan with 1 % and 5 % (as bench_surface.py makes them,
+the outliers drawn apart). Per method: the share of the inliers kept, of the outliers lying over
+4 sigma from the true surface removed (those nearer cannot be told from the noise), and the kept
+points' Chamfer-L1 to 100,000 clean surface points over the input's; the seconds per cloud.
+lidar: the held-out lidar scene's terrestrial scan (`inr.pointcloud.heldout.lidar_scene`,
+5 mm range noise) and a scan of the training site (`bench_surface.training_site`), each with
+2 % of the returns moved along their ray by 0.1-2 m either way (multipath, a beam's edge): the
+same shares (far: over 4 sigma from the true surface) and seconds; the cloud goes band by band.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_surface as bs  # noqa: E402
+from benchlib import save, table  # noqa: E402
+
+from inr.pointcloud.keep import on_surface  # noqa: E402
+from inr.tasks.pointcloud import network_denoise, statistical_outlier_baseline  # noqa: E402
+
+CASES = {"1% + 5%": (0.01, 0.05, 0), "1% + 20%": (0.01, 0.2, 0), "2% + 5%": (0.02, 0.05, 0),
+         "range scan 1% + 5%": (0.01, 0.05, bs.SCANNER_VIEWS)}
+FAR_SIGMAS = 4.0
+RANGE_OUTLIERS, RANGE_ERROR = 0.02, (0.1, 2.0)
+
+
+def _methods(points: np.ndarray, name: str):
+    """{method: (kept mask, seconds)}: keep-points (the network's denoise as the CLI runs it, then
+    the filter) and Open3D's statistical removal."""
+    from scipy.spatial import cKDTree
+
+    t = time.perf_counter()
+    den = network_denoise(points, len(points), Path(name), "")
+    keep = on_surface(points, den.points, den.groups)
+    out = {"keep-points": (keep, time.perf_counter() - t)}
+    t = time.perf_counter()
+    sor = statistical_outlier_baseline(points)
+    mask = np.zeros(len(points), bool)
+    mask[cKDTree(points).query(sor)[1]] = True
+    out["open3d"] = (mask, time.perf_counter() - t)
+    return out
+
+
+def _score(row, kept, inlier, far, cl=None):
+    for method, (mask, seconds) in kept.items():
+        row[f"{method}: inliers kept"] = float(mask[inlier].mean())
+        row[f"{method}: far outliers removed"] = float(1 - mask[far].mean()) if far.any() else float("nan")
+        if cl is not None:
+            row[f"{method}: CL1 / input"] = cl(mask)
+        row[f"{method} s"] = seconds
+
+
+def meshes_part(mesh_dir: str, names):
+    from scipy.spatial import cKDTree
+
+    rows = []
+    for case, (sigma, share, views) in CASES.items():
+        for name, mesh in bs.load_meshes(names, mesh_dir).items():
+            seed = bs.scan_seed(name)
+            rng = np.random.default_rng(seed + 11)
+            diag = float(np.linalg.norm(mesh.extents))
+            pts = np.array(bs.scan(mesh, sigma, 0.0, seed, views=views))
+            out = rng.choice(len(pts), int(round(share * len(pts))), replace=False)
+            pts[out] = rng.uniform(*mesh.bounds, size=(len(out), 3))
+            inlier = np.ones(len(pts), bool)
+            inlier[out] = False
+            ref = bs.truth(mesh)
+            far = ~inlier & (cKDTree(ref).query(pts)[0] > FAR_SIGMAS * sigma * diag)
+            c_in = bs.cl1(pts, ref)
+            row = {"case": case, "mesh": name, "far outliers": int(far.sum()), "outliers": len(out)}
+            _score(row, _methods(pts, name), inlier, far, lambda m: bs.cl1(pts[m], ref) / c_in)
+            rows.append(row)
+            print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
+def lidar_part():
+    import open3d as o3d
+
+    from inr.pointcloud.heldout import lidar_scene
+
+    rows = []
+    sigma = bs.LIDAR_CASES["terrestrial"]
+    station = np.array([38.0, 41.0, bs._site_ground(38.0, 41.0) + 1.7])
+    for label, mesh, at in (("lidar scene (held out)", lidar_scene(), None), ("training site", bs.training_site(), station)):
+        rng = np.random.default_rng(21)
+        pts, scene = bs.laser_scan(mesh, "terrestrial", sigma, rng, station=at)
+        origin = bs.laser_rays("terrestrial", rng, station=at)[0][0]
+        ray = (pts - origin) / np.linalg.norm(pts - origin, axis=1, keepdims=True)
+        out = rng.choice(len(pts), int(round(RANGE_OUTLIERS * len(pts))), replace=False)
+        pts[out] += ray[out] * (rng.uniform(*RANGE_ERROR, len(out)) * rng.choice([-1.0, 1.0], len(out)))[:, None]
+        inlier = np.ones(len(pts), bool)
+        inlier[out] = False
+        off = scene.compute_distance(o3d.core.Tensor(pts.astype(np.float32))).numpy()
+        far = ~inlier & (off > FAR_SIGMAS * sigma)
+        row = {"scan": label, "points": len(pts), "far outliers": int(far.sum()), "outliers": len(out)}
+        _score(row, _methods(pts, label), inlier, far)
+        rows.append(row)
+        print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mesh-dir", default=str(bs.MESH_DIR))
+    ap.add_argument("--meshes", help="comma-separated names (default: every mesh in the folder)")
+    ap.add_argument("--only", choices=["meshes", "lidar"])
+    args = ap.parse_args()
+    names = args.meshes.split(",") if args.meshes else None
+    metrics = ("inliers kept", "far outliers removed", "CL1 / input")
+    if args.only in (None, "meshes"):
+        rows = meshes_part(args.mesh_dir, names)
+        save("keep_meshes", rows)
+        means = []
+        for case in CASES:
+            mine = [r for r in rows if r["case"] == case]
+            mean = {"case": case, "clouds": len(mine)}
+            for m in ("keep-points", "open3d"):
+                for what in metrics:
+                    mean[f"{m}: {what}"] = float(np.nanmean([r[f"{m}: {what}"] for r in mine]))
+                mean[f"{m}: worst inliers kept"] = float(min(r[f"{m}: inliers kept"] for r in mine))
+                mean[f"{m} s"] = float(np.median([r[f"{m} s"] for r in mine]))
+            means.append(mean)
+        print(table(means, list(means[0])))
+    if args.only in (None, "lidar"):
+        rows = lidar_part()
+        save("keep_lidar", rows)
+        print(table(rows, list(rows[0])))
+
+
+if __name__ == "__main__":
+    main()
