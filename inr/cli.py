@@ -407,8 +407,9 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
         if r["intensity"] is False:
             shine += f"; the input's intensities left out ({Path(out).suffix} files have no place for them)"
         if r["class_shift"]:
-            shine += f"; {r['class_shift']} " + ("(its points lie off the surface the network finds)" if r["keep_points"]
-                                                 else "(spread evenly over the surface; --density scan keeps the scan's shares)")
+            shine += f"; {r['class_shift']} (spread evenly over the surface; --density scan keeps the scan's shares)"
+        if r["class_losses"]:
+            shine += f"; left out by class: {r['class_losses']}"
         print(f"wrote {out}: {r['output_points']:,} points{normals} from {r['input_points']:,} ({r['method']})" + _mixed_note(r)
               + _resumed_note(r) + shine)
         _print_warning(r)

@@ -144,6 +144,16 @@ def test_keep_points_with_what_it_cannot_go_with_is_one_line_exit_2(tmp_path, ca
     assert err.count("\n") == 1 and "--keep-points" in err and not (tmp_path / "out.ply").exists()
 
 
+def test_class_losses_names_the_classes_that_lost_most_first():
+    from inr.data.las import class_losses
+
+    before = np.r_[np.full(600, 2), np.full(300, 5), np.full(95, 6), np.full(5, 7)]  # 7: under 1 %
+    kept = np.r_[np.full(594, 2), np.full(200, 5), np.full(85, 6)]  # lost 1 %, 33 %, 11 %, 100 %
+    assert class_losses(before, kept) == "high vegetation (class 5) 33%, building (class 6) 11%"
+    assert class_losses(before, before) is None and class_losses(np.zeros(0, int), np.zeros(0, int)) is None
+    assert class_losses(np.r_[np.full(50, 40), np.full(50, 2)], np.full(50, 2)) == "class 40 100%"
+
+
 def test_keep_points_keeps_a_las_files_records_and_says_which_class_went(tmp_path, capsys):
     # ground (class 2) a noisy plane; class 5 points scattered over a metre above it: those are off
     # the surface and go, which the summary names; every kept record is the input's, GPS time and all
@@ -164,7 +174,7 @@ def test_keep_points_keeps_a_las_files_records_and_says_which_class_went(tmp_pat
     assert main(["pointcloud", "denoise", str(tmp_path / "in.las"), str(tmp_path / "out.las"), "--no-progress",
                  "--keep-points"]) == 0
     said = capsys.readouterr().out
-    assert "LAS records kept" in said and "high vegetation (class 5)" in said and "off the surface" in said
+    assert "LAS records kept" in said and "left out by class: high vegetation (class 5) " in said
     out = laspy.read(tmp_path / "out.las")
     rows = np.asarray(out.gps_time).astype(int)
     assert np.allclose(np.c_[out.x, out.y, out.z], np.c_[las.x, las.y, las.z][rows], atol=1e-6)

@@ -71,6 +71,25 @@ def class_shift(before: np.ndarray, after: np.ndarray) -> Optional[str]:
     return f"{label}: {was[c]:.0%} of the input's points, {now[c]:.0%} of the output's"
 
 
+LOSS_SHARE, LOSS_RATIO = 0.01, 0.05
+"""`class_losses` speaks of the classes holding at least LOSS_SHARE of the input's points of which
+at least LOSS_RATIO were left out."""
+
+
+def class_losses(before: np.ndarray, kept: np.ndarray) -> Optional[str]:
+    """Of a command's input classes `before` (LAS classification codes) and those of the points it
+    kept, `kept`, the classes (see LOSS_SHARE) that lost most, most first: "high vegetation
+    (class 5) 32%, building (class 6) 15%"; None where none lost that much."""
+    if not len(before):
+        return None
+    top = int(before.max()) + 1
+    was = np.bincount(before, minlength=top)
+    left = 1 - np.bincount(kept, minlength=top)[:top] / np.maximum(was, 1)
+    said = [c for c in np.argsort(-left, kind="stable") if was[c] >= LOSS_SHARE * len(before) and left[c] >= LOSS_RATIO]
+    names = [f"{ASPRS_CLASSES[c]} (class {c})" if c in ASPRS_CLASSES else f"class {c}" for c in said]
+    return ", ".join(f"{n} {left[c]:.0%}" for n, c in zip(names, said)) or None
+
+
 class LasRecords:
     """A LAS file's point records (laspy's, every dimension of its point format, extra ones
     included) and what else of the file a copy keeps: its version, global encoding, variable-length

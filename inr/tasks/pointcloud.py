@@ -270,8 +270,12 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         out_colors = None if colors is None else colors[carried]
         out_intensity = None if scan.intensity is None else scan.intensity[carried]
         out_records = None if records is None else records[carried]
-        shift = None
-        if records is not None and baseline is None and (density == "even" or keep_points):
+        shift = losses = None
+        if records is not None and keep_points:
+            from ..data.las import class_losses
+
+            losses = class_losses(np.asarray(records.points.classification), np.asarray(out_records.points.classification))
+        elif records is not None and baseline is None and density == "even":
             from ..data.las import class_shift
 
             shift = class_shift(np.asarray(records.points.classification), np.asarray(out_records.points.classification))
@@ -296,7 +300,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             "withheld_left_out": scan.withheld, "output_points": int(len(result)),
             "method": method, "normals": normals, "intensity": intensity, "records": records is not None,
             "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused,
-            "class_shift": shift, "keep_points": keep_points}
+            "class_shift": shift, "keep_points": keep_points, "class_losses": losses}
 
 
 def network_stages(out: Path, scan, want: int, weights: Optional[Path], voxel: Optional[float], device: str,
