@@ -175,8 +175,20 @@ def test_keep_points_keeps_a_las_files_records_and_says_which_class_went(tmp_pat
                  "--keep-points"]) == 0
     said = capsys.readouterr().out
     assert "LAS records kept" in said and "left out by class: high vegetation (class 5) " in said
-    out = laspy.read(tmp_path / "out.las")
+    out, back = laspy.read(tmp_path / "out.las"), laspy.read(tmp_path / "in.las")
     rows = np.asarray(out.gps_time).astype(int)
-    assert np.allclose(np.c_[out.x, out.y, out.z], np.c_[las.x, las.y, las.z][rows], atol=1e-6)
+    # the input's own grid: the stored integers are the input's
+    assert np.allclose(out.header.scales, 0.001) and np.allclose(out.header.offsets, [500000.0, 4000000.0, 100.0])
+    assert (np.c_[out.X, out.Y, out.Z] == np.c_[back.X, back.Y, back.Z][rows]).all()
     assert (np.asarray(out.classification) == np.asarray(las.classification)[rows]).all()
     assert (rows < 3000).mean() > 0.97 and np.isin(np.arange(3000), rows).mean() > 0.99
+
+
+def test_on_grid_tells_a_files_own_points_from_moved_ones():
+    from inr.data.las import _on_grid
+
+    s, o = [0.001] * 3, [500000.0, 0.0, 0.0]
+    assert _on_grid(np.array([[500001.234, 2.0, -3.001]]), s, o)
+    assert not _on_grid(np.array([[500001.2345, 2.0, -3.001]]), s, o)  # half a step off
+    assert not _on_grid(np.array([[500000.0 + 3e6, 0.0, 0.0]]), s, o)  # 3e9 steps: past a 32-bit integer
+    assert not _on_grid(np.zeros((0, 3)), s, o) and not _on_grid(np.zeros((1, 3)), None, o)

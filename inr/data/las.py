@@ -174,6 +174,16 @@ def las_intensity(values: np.ndarray) -> np.ndarray:
     return np.round((values - lo) / ((hi - lo) or 1.0) * 65535).astype(np.uint16)
 
 
+def _on_grid(points: np.ndarray, scales, offsets) -> bool:
+    """Whether every point is within a thousandth of a step of the grid (scales, offsets) and its
+    steps fit a LAS integer (32-bit signed)."""
+    if scales is None or offsets is None or not len(points):
+        return False
+    scales, offsets = np.asarray(scales, np.float64), np.asarray(offsets, np.float64)
+    steps = np.round((points - offsets) / scales)
+    return bool(np.abs(steps).max() < 2 ** 31 - 1 and np.all(np.abs(steps * scales + offsets - points) <= 1e-3 * scales))
+
+
 def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.ndarray], normals: Optional[np.ndarray],
               intensity: Optional[np.ndarray] = None, records: Optional[LasRecords] = None) -> None:
     """Write LAS 1.2 (point format 2 with colours, 0 without; normals as float32 extra dimensions;
@@ -182,7 +192,9 @@ def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nda
     point moves by at most half a step, under 3e-9 of the extent. With `records` (one per point, of a LAS file's), the file
     takes their point format and version and each point its record, only its coordinates (and
     its normal, where given) replaced: colours and intensities are then the records' own, as
-    stored (`colors` and `intensity` are not used)."""
+    stored (`colors` and `intensity` are not used); and where every point lies on the records'
+    own grid (the input's points themselves, as `denoise --keep-points` writes them), their scale
+    and offset too, so that the stored integers are the input's (`_on_grid`)."""
     suffix = path.suffix.lower()
     laspy = _laspy(path, suffix)
     points = np.asarray(points, np.float64)
@@ -197,6 +209,8 @@ def write_las(path: Path, tmp: Path, points: np.ndarray, colors: Optional[np.nda
     else:
         header = laspy.LasHeader(point_format=0 if colors is None else 2, version="1.2")
     header.offsets, header.scales = centre, np.full(3, scale)
+    if records is not None and _on_grid(points, records.points.scales, records.points.offsets):
+        header.offsets, header.scales = np.array(records.points.offsets), np.array(records.points.scales)
     names = {name.lower(): name for name in header.point_format.dimension_names}
     normal_names = next(([names[n] for n in spelling] for spelling in _NORMAL_SPELLINGS if all(n in names for n in spelling)),
                         None)
