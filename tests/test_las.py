@@ -206,3 +206,26 @@ def test_withheld_points_are_left_out_as_the_specification_asks(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.strip() == f"inr: error: {tmp_path / 'gone.las'}: all 2,300 of its points are marked withheld (not to be processed)"
     assert not (tmp_path / "x.las").exists()
+
+
+def test_points_moved_onto_the_surface_take_no_noise_class(tmp_path, monkeypatch):
+    # ground (class 2) with a tenth of its returns classed low noise (7) among them: `denoise`
+    # moves points onto the ground, and none takes a noise record (each the nearest other's);
+    # with no class counted as noise about a tenth would
+    from inr.cli import main
+    from inr.data import las as las_module
+
+    rng = np.random.default_rng(9)
+    x = np.c_[rng.uniform(0, 10, (3000, 2)), rng.normal(scale=0.02, size=3000)]
+    header = laspy.LasHeader(point_format=1, version="1.2")
+    header.offsets, header.scales = UTM, [0.001] * 3
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = x[:, 0] + UTM[0], x[:, 1] + UTM[1], x[:, 2] + UTM[2]
+    las.classification = np.where(np.arange(3000) % 10 == 0, 7, 2).astype(np.uint8)
+    las.write(tmp_path / "in.las")
+    shares = []
+    for noise in (las_module.NOISE_CLASSES, ()):
+        monkeypatch.setattr(las_module, "NOISE_CLASSES", noise)
+        assert main(["pointcloud", "denoise", str(tmp_path / "in.las"), str(tmp_path / "out.las"), "--no-progress"]) == 0
+        shares.append((np.asarray(laspy.read(tmp_path / "out.las").classification) == 7).mean())
+    assert shares[0] == 0 and 0.05 < shares[1] < 0.15, shares

@@ -47,6 +47,10 @@ ASPRS_CLASSES = {0: "never classified", 1: "unclassified", 2: "ground", 3: "low 
                  13: "guard wire", 14: "conductor wire", 15: "transmission tower", 16: "wire connector",
                  17: "bridge deck", 18: "high noise"}
 """The LAS 1.4 standard's names of its classes (ASPRS), for messages."""
+NOISE_CLASSES = (7, 18)
+"""The LAS classes of returns known to be wrong (low and high noise): a point the network or MLS
+put on the surface takes its record from the nearest input point of another class
+(`inr.tasks.pointcloud.process_file`)."""
 SHIFT_SHARE, SHIFT_RATIO = 0.05, 0.75
 """`class_shift` speaks of a class holding at least SHIFT_SHARE of the input's points whose share of
 the output is under SHIFT_RATIO of that."""

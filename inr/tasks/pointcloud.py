@@ -197,7 +197,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     voxel: the network's voxel side in the cloud's units (default: `Reconstructor.reconstruct`'s rule).
     The input's colours and intensities, if any, go to every output point from its nearest input
     point (intensities where the output's format holds them: `write_cloud`); from a LAS/LAZ file to
-    another, the nearest input point's whole record (classification, returns, GPS time, ...).
+    another, the nearest input point's whole record (classification, returns, GPS time, ...); of
+    the points the network or MLS moved, the nearest not classed as noise (`_carrying_rows`).
     normals: write the output's normals, estimated and oriented (`inr.data.surfaces.estimate_normals`;
     where the input has normals, a scanner's, they give the sides; an E57 or PTX scan's stations,
     or an organized PCD's viewpoint, give them too: `read_scan`); None: where the format holds them
@@ -212,7 +213,6 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     the noise read per spacing band where the cloud went band by band)."""
     from ..data.pointclouds import (E57_FORMATS, INTENSITY_FORMATS, LAS_FORMATS, check_write_format, read_scan, without_mixed,
                                     write_cloud)
-    from .outputs import nearest_rows
 
     check_write_format(out)  # before the network runs
     if not out.parent.is_dir():
@@ -266,7 +266,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         records = scan.records
         stations = scan.stations if out.suffix.lower() in E57_FORMATS else None
         carried = (None if colors is None and scan.intensity is None and records is None and stations is None
-                   else own if own is not None else nearest_rows(result, points))
+                   else own if own is not None else _carrying_rows(result, points, records, baseline != "open3d"))
         out_colors = None if colors is None else colors[carried]
         out_intensity = None if scan.intensity is None else scan.intensity[carried]
         out_records = None if records is None else records[carried]
@@ -301,6 +301,21 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             "method": method, "normals": normals, "intensity": intensity, "records": records is not None,
             "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused,
             "class_shift": shift, "keep_points": keep_points, "class_losses": losses}
+
+
+def _carrying_rows(result: np.ndarray, points: np.ndarray, records, moved: bool) -> np.ndarray:
+    """Each output point's input row, whose colour, intensity, record and station it carries: the
+    nearest input point's; for points moved onto the surface (the network's, MLS's) from a LAS file
+    whose records class some points as noise (`inr.data.las.NOISE_CLASSES`), the nearest of the others."""
+    from .outputs import nearest_rows
+
+    if moved and records is not None:
+        from ..data.las import NOISE_CLASSES
+
+        clean = np.flatnonzero(~np.isin(np.asarray(records.points.classification), NOISE_CLASSES))
+        if 0 < len(clean) < len(points):
+            return clean[nearest_rows(result, points[clean])]
+    return nearest_rows(result, points)
 
 
 def network_stages(out: Path, scan, want: int, weights: Optional[Path], voxel: Optional[float], device: str,
