@@ -277,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "records), less the outliers: those farther off the network's denoised surface than 3.5 noise "
                            "levels, the noise read from the points' own offsets (per spacing band on a scan whose spacing "
                            "varies), or beyond the surface's edge")
+            p.add_argument("--keep-sigmas", type=positive_float, metavar="T",
+                           help="with --keep-points: how many noise levels off the surface a point may lie (default "
+                           "3.5; more keeps more, e.g. more of a canopy's returns)")
     p = psub.add_parser("mesh", help="a surface mesh of a scan: denoise, orient, then a fitted SDF or Poisson",
                         description="Points to a mesh in one command: denoise the cloud (the network, MLS or not at all), "
                         "estimate and orient normals (kept from the file when nothing moved the points), then mesh it: "
@@ -400,7 +403,7 @@ def cmd_pointcloud(args: argparse.Namespace) -> int:
                          getattr(args, "baseline", None), args.drop_duplicates, voxel=args.voxel_size,
                          progress=not args.no_progress, device=args.device, normals=args.normals,
                          precision=args.precision, keep_mixed=args.keep_mixed_pixels, density=args.density,
-                         keep_points=getattr(args, "keep_points", False))
+                         keep_points=getattr(args, "keep_points", False), keep_sigmas=getattr(args, "keep_sigmas", None))
         normals = (" with normals" + (f" (sides from {r['sides_from']})" if r["sides_from"] else "")) if r["normals"] else ""
         carried = [what for what, on in (("intensities", r["intensity"]), ("LAS records", r["records"])) if on]
         shine = f"; {' and '.join(carried)} {'kept' if r['keep_points'] else 'from the nearest input points'}" if carried else ""

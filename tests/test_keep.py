@@ -117,7 +117,8 @@ def test_denoise_keep_points_writes_the_inputs_own_rows(tmp_path, capsys):
     far = np.abs(np.linalg.norm(x, axis=1) - 1) > 0.05
     far[150:] = False
     kept = {}
-    for label, extra in (("keep", ["--keep-points"]), ("open3d", ["--baseline", "open3d"])):
+    for label, extra in (("keep", ["--keep-points"]), ("open3d", ["--baseline", "open3d"]),
+                         ("strict", ["--keep-points", "--keep-sigmas", "2"])):
         assert main(["pointcloud", "denoise", str(tmp_path / "in.ply"), str(tmp_path / f"{label}.ply"), "--no-progress",
                      "--no-normals", *extra]) == 0
         out, out_colours = read_cloud(tmp_path / f"{label}.ply")[:2]
@@ -131,15 +132,17 @@ def test_denoise_keep_points_writes_the_inputs_own_rows(tmp_path, capsys):
         kept[label] = (mask[150:].mean(), 1 - mask[far].mean())
     assert "the input's own points kept, less" in capsys.readouterr().out
     assert kept["keep"][0] > 0.995 and kept["keep"][1] > 0.95 and kept["keep"][1] > kept["open3d"][1], kept
+    assert kept["strict"][0] < kept["keep"][0] and kept["strict"][1] >= kept["keep"][1]  # 2 levels: fewer kept
 
 
-@pytest.mark.parametrize("extra", [["--baseline", "mls"], ["--density", "scan"]])
-def test_keep_points_with_what_it_cannot_go_with_is_one_line_exit_2(tmp_path, capsys, extra):
+@pytest.mark.parametrize("args", [["--keep-points", "--baseline", "mls"], ["--keep-points", "--density", "scan"],
+                                  ["--keep-sigmas", "5"]])
+def test_keep_points_with_what_it_cannot_go_with_is_one_line_exit_2(tmp_path, capsys, args):
     from inr.cli import main
     from inr.data.pointclouds import write_cloud
 
     write_cloud(tmp_path / "in.ply", np.random.default_rng(6).normal(size=(500, 3)))
-    assert main(["pointcloud", "denoise", str(tmp_path / "in.ply"), str(tmp_path / "out.ply"), "--keep-points", *extra]) == 2
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.ply"), str(tmp_path / "out.ply"), *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--keep-points" in err and not (tmp_path / "out.ply").exists()
 

@@ -190,7 +190,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
                  baseline: Optional[str] = None, drop_duplicates: bool = False, seed: int = 0,
                  voxel: Optional[float] = None, progress: bool = False, device: str = "auto",
                  normals: Optional[bool] = None, precision: str = "32", keep_mixed: bool = False,
-                 density: str = "even", keep_points: bool = False) -> Dict[str, Any]:
+                 density: str = "even", keep_points: bool = False, keep_sigmas: Optional[float] = None) -> Dict[str, Any]:
     """denoise (as many points out as in), densify (factor x as many), reconstruct (both at once:
     the network always denoises) a cloud file into another; or a baseline for denoise: 'open3d'
     (statistical outlier removal) or 'mls' (moving-least-squares projection, `inr.pointcloud.mls`).
@@ -210,7 +210,8 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     region (`network_denoise`; the baselines keep one point per input point, so the scan's).
     keep_points (denoise with the network): the input's own points are written, as measured and
     with all they carry, less those off the network's surface (`inr.pointcloud.keep.on_surface`;
-    the noise read per spacing band where the cloud went band by band)."""
+    the noise read per spacing band where the cloud went band by band; keep_sigmas: its threshold
+    in noise levels, default `KEEP_SIGMAS`)."""
     from ..data.pointclouds import (E57_FORMATS, INTENSITY_FORMATS, LAS_FORMATS, check_write_format, read_scan, without_mixed,
                                     write_cloud)
 
@@ -224,6 +225,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     _check_density(density)
     if keep_points and (mode != "denoise" or baseline is not None):
         raise InputError(None, "--keep-points is for denoise with the network (not a baseline)")
+    if keep_sigmas is not None and not keep_points:
+        raise InputError(None, "--keep-sigmas is for --keep-points")
+    if keep_sigmas is not None and keep_sigmas <= 0:
+        raise InputError(None, f"--keep-sigmas must be > 0, got {keep_sigmas}")
     if keep_points and density != "even":
         raise InputError(None, "--keep-points writes the input's own points; --density is for the network's")
     normals = _wants_normals(out, normals)
@@ -256,11 +261,12 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         if keep_points:
             from ..pointcloud.keep import KEEP_SIGMAS, on_surface
 
-            own = np.flatnonzero(on_surface(points, result, denoised.groups))
+            sigmas = KEEP_SIGMAS if keep_sigmas is None else keep_sigmas
+            own = np.flatnonzero(on_surface(points, result, denoised.groups, sigmas))
             result = points[own]
             per = " (read per spacing band)" if denoised.groups is not None else ""
             method += (f"; the input's own points kept, less {len(points) - len(own):,} ({1 - len(own) / len(points):.1%}) "
-                       f"off its surface (over {KEEP_SIGMAS:g} noise levels{per}, or beyond its edge)")
+                       f"off its surface (over {sigmas:g} noise levels{per}, or beyond its edge)")
         if len(result) == 0:
             raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
         records = scan.records
