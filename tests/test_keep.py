@@ -195,3 +195,25 @@ def test_on_grid_tells_a_files_own_points_from_moved_ones():
     assert not _on_grid(np.array([[500001.2345, 2.0, -3.001]]), s, o)  # half a step off
     assert not _on_grid(np.array([[500000.0 + 3e6, 0.0, 0.0]]), s, o)  # 3e9 steps: past a 32-bit integer
     assert not _on_grid(np.zeros((0, 3)), s, o) and not _on_grid(np.zeros((1, 3)), None, o)
+
+
+def test_keep_points_keeps_the_inputs_own_normals(tmp_path, capsys):
+    # a scanner's normals on every point: the kept points carry them as they came (not estimated)
+    from inr.cli import main
+    from inr.data.pointclouds import read_oriented_cloud, write_cloud
+
+    rng = np.random.default_rng(10)
+    d = rng.normal(size=(2000, 3))
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    n = d + rng.normal(scale=0.2, size=d.shape)  # rough, as a scanner's: an estimate would differ
+    n /= np.linalg.norm(n, axis=1, keepdims=True)
+    x = d + rng.normal(scale=0.01, size=d.shape)
+    write_cloud(tmp_path / "in.ply", x, normals=n)
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.ply"), str(tmp_path / "out.ply"), "--no-progress",
+                 "--keep-points"]) == 0
+    assert "sides from the input's, kept as they came" in capsys.readouterr().out
+    pts, _, normals = read_oriented_cloud(tmp_path / "out.ply")
+    from scipy.spatial import cKDTree
+
+    rows = cKDTree(x).query(pts)[1]
+    assert len(pts) > 1980 and np.allclose(normals, n[rows], atol=1e-6)

@@ -242,7 +242,9 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     want = len(points) if mode == "denoise" else int(round(factor * len(points)))
     warning, stages = None, None
     if baseline is None:  # the network's run is long on a large scan: resumable after a kill (`OUT.partial`)
-        stages = network_stages(out, scan, want, weights, voxel, device, precision, seed, {"density": density})
+        # keep-points writes other points (and normals) from the same network stages: its own key
+        keep = {"keep_sigmas": keep_sigmas or 0.0} if keep_points else {}
+        stages = network_stages(out, scan, want, weights, voxel, device, precision, seed, {"density": density, **keep})
     # a Ctrl-C from here on says that the same command resumes from OUT.partial; bad input removes it
     with nullcontext() if stages is None else stages.guarded():
         if baseline == "mls":
@@ -287,7 +289,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             shift = class_shift(np.asarray(records.points.classification), np.asarray(out_records.points.classification))
         out_stations = None if stations is None else stations[carried]
         out_normals = None
-        if normals:
+        normals_kept = normals and own is not None and scan.normals is not None and not np.isnan(scan.normals[own]).any()
+        if normals_kept:
+            out_normals = scan.normals[own]  # the input's own points with the scanner's normals, as they came
+        elif normals:
             from ..data.surfaces import scan_normals
 
             out_normals = (scan_normals(result, scan) if stages is None
@@ -296,7 +301,9 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     if stages is not None:
         stages.finish()
     sides_from = None
-    if normals and scan.normals is not None:
+    if normals_kept:
+        sides_from = "the input's, kept as they came"
+    elif normals and scan.normals is not None:
         known = int((~np.isnan(scan.normals[:, 0])).sum())
         sides_from = "the input's normals" + ("" if known == len(points) else f", known on {known:,} of {len(points):,} points")
     elif normals and scan.towards is not None:
