@@ -37,7 +37,7 @@ def test_points_off_a_flat_surface_by_more_than_the_threshold_go():
     pts = _plane(3000, 0.01, rng)
     probes = np.c_[rng.uniform(0.2, 0.8, (8, 2)), [0.02, -0.03, 0.045, -0.05, 0.08, -0.1, 0.3, 0.5]]
     x = np.r_[pts, probes]
-    off, overhang = offsets(x, surface)
+    off, overhang, _ = offsets(x, surface)
     assert np.allclose(off, np.abs(x[:, 2]), atol=1e-9) and overhang[:3000].max() < 1.0  # flat: the height
     keep = on_surface(x, surface)
     assert keep[-8:].tolist() == [True, True, False, False, False, False, False, False]
@@ -86,6 +86,22 @@ def test_far_apart_points_are_judged_against_a_share_of_their_spacing():
     assert keep[:900].all() and keep[-2:].tolist() == [True, False]
 
 
+def test_scattered_points_go_though_the_surface_runs_through_them():
+    # sparse outliers in a volume above a plane, and (as a band of their own makes it) a surface
+    # through them: judged against it they would pass; found scattered, they go, the plane stays
+    from inr.pointcloud.keep import on_surface
+
+    rng = np.random.default_rng(11)
+    plane = _plane(3000, 0.002, rng)
+    cloud = np.c_[rng.uniform(0.3, 0.7, (80, 2)), rng.uniform(0.2, 0.6, 80)]
+    x = np.r_[plane, cloud]
+    surface = np.r_[_grid(50), np.repeat(cloud, 4, axis=0) + rng.normal(scale=0.02, size=(320, 3))]
+    groups = np.r_[np.zeros(2500, int), np.ones(320, int)]  # the outliers' surface a band of its own
+    found = on_surface(x, surface, groups)
+    blind = on_surface(x, surface, groups, stray=np.zeros(len(x), bool))
+    assert found[3000:].mean() < 0.2 and blind[3000:].mean() > 0.8 and found[:3000].mean() > 0.995
+
+
 def test_each_group_reads_its_own_noise():
     # two patches, sigma 0.002 and 0.02: a point 0.012 off the quiet one is 6 of its sigma (gone
     # with the groups) but within the level both read together
@@ -96,7 +112,7 @@ def test_each_group_reads_its_own_noise():
     surface = np.r_[_grid(50), _grid(50) + [2.0, 0, 0]]
     probe = np.array([[0.5, 0.5, 0.012]])
     x = np.r_[quiet, loud, probe]
-    groups = np.r_[np.zeros(2000, int), np.ones(2000, int), 0]
+    groups = np.r_[np.zeros(2500, int), np.ones(2500, int)]  # the surface's: each grid its own
     assert on_surface(x, surface)[-1] and not on_surface(x, surface, groups)[-1]
     assert on_surface(x, surface, groups)[:4000].mean() > 0.995
 

@@ -124,8 +124,8 @@ def compute_all(name: str, compute: Callable[[], Dict[str, np.ndarray]]) -> Dict
 def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarray], factor: float = 1.0,
                     seed: int = 0, stages: Stages = compute_all,
                     follow: bool = False) -> Tuple[np.ndarray, List[Band], np.ndarray]:
-    """(the denoised cloud, float64 (about factor x N, 3); its bands, finest first; each input
-    point's band, as `spacing_bands` numbers them). network: a
+    """(the denoised cloud, float64 (about factor x N, 3); its bands, finest first; the band each
+    output point came from, as `spacing_bands` numbers them). network: a
     cloud (M, 3) float64 -> the network's points for it (float64). stages: each step's arrays go
     through it (the spacing bands, the MLS projection, each band's output), so that a run killed
     part way can reuse those it finished. follow: each band's points follow its scan's density
@@ -135,14 +135,15 @@ def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarr
     band, nearest = spaced["band"], spaced["nearest"]
     projected = stages("mls", lambda: {"projected": mls_project(x)})["projected"]
     moved = np.linalg.norm(x - projected, axis=1)
-    outs, bands = [], []
+    outs, bands, labels = [], [], []
     for b in np.unique(band):
         core = band == b
         done = stages(f"band-{b}", lambda: _one_band(x, core, nearest, projected, moved, network, factor, seed, follow))
         outs.append(done["points"])
+        labels.append(np.full(len(done["points"]), b, dtype=np.int64))
         count, spacing, noise, output = done["figures"].tolist()
         bands.append(Band(int(count), spacing, noise, str(done["route"]), int(output)))
-    return np.concatenate(outs), bands, band
+    return np.concatenate(outs), bands, np.concatenate(labels)
 
 
 def _one_band(x: np.ndarray, core: np.ndarray, nearest: np.ndarray, projected: np.ndarray, moved: np.ndarray,

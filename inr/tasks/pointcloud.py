@@ -142,7 +142,7 @@ class Denoised(NamedTuple):
     method: str  # in words, for the command's report
     warning: Optional[str]
     bands: Optional[str]  # where the cloud went band by band: which route took how many points
-    groups: Optional[np.ndarray] = None  # each input point's spacing band, where it went band by band
+    groups: Optional[np.ndarray] = None  # each output point's spacing band, where the cloud went band by band
 
 
 def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weights: Optional[Path] = None,
@@ -264,7 +264,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             from ..pointcloud.keep import KEEP_SIGMAS, on_surface
 
             sigmas = KEEP_SIGMAS if keep_sigmas is None else keep_sigmas
-            own = np.flatnonzero(on_surface(points, result, denoised.groups, sigmas))
+            own = np.flatnonzero(on_surface(points, result, denoised.groups, sigmas))  # noise read per band
             result = points[own]
             per = " (read per spacing band)" if denoised.groups is not None else ""
             method += (f"; the input's own points kept, less {len(points) - len(own):,} ({1 - len(own) / len(points):.1%}) "
