@@ -29,11 +29,11 @@ for the surface, and each input point is judged by how far it lies off it:
 
 Chosen on 8 training meshes, 5,000 points (2026-12-07, docs/surfaces-history.md), means over the
 meshes of the inliers kept / the outliers over 4 sigma off the true surface removed, Open3D's
-statistical removal beside: 1 % noise and 5 % uniform outliers 99.76 / 93.4 % (99.68 / 93.7 %);
-with 20 % 99.83 / 75.4 % (99.72 / 69.7 %); 2 % noise 99.41 / 97.5 % (98.71 / 100 %); range scans
-of 4 cameras, 1 % and 5 %: 99.21 / 93.6 % (99.28 / 91.2 %); 0.5 % and 5 %: 99.83 / 84.9 %
+statistical removal beside: 1 % noise and 5 % uniform outliers 99.74 / 94.2 % (99.68 / 93.7 %);
+with 20 % 99.81 / 79.2 % (99.72 / 69.7 %); 2 % noise 99.19 / 97.9 % (98.71 / 100 %); range scans
+of 4 cameras, 1 % and 5 %: 99.05 / 94.7 % (99.28 / 91.2 %); 0.5 % and 5 %: 99.80 / 86.0 %
 (99.78 / 71.8 %). The 25th percentile as the quantile, or T = 4, kept fewer inliers at 2 % or
-removed fewer outliers.
+removed fewer outliers (before the scattered points' rule, STRAY_SIGMAS).
 """
 
 from __future__ import annotations
