@@ -104,8 +104,8 @@ def on_surface(points: np.ndarray, surface: np.ndarray, groups: Optional[np.ndar
                sigmas: float = KEEP_SIGMAS, stray: Optional[np.ndarray] = None) -> np.ndarray:
     """(N,) bool: the points (N, 3) that lie on the surface (M, 3), see the module. groups: (M,)
     labels of the surface's points: the points nearest each group's are read together (default:
-    all together). stray: (N,) the points known to be outliers (default: the scattered ones,
-    `strays.scattered_points`), left out and not read."""
+    all together). stray: (N,) the points likely outliers (default: the scattered ones,
+    `strays.scattered_points`): kept only within STRAY_SIGMAS, and not read."""
     if len(points) == 0 or len(surface) < 3:
         return np.zeros(len(points), dtype=bool) if len(surface) < 3 else np.ones(0, dtype=bool)
     stray = scattered_points(points) if stray is None else np.asarray(stray, bool)
