@@ -51,6 +51,12 @@ NOISE_CLASSES = (7, 18)
 """The LAS classes of returns known to be wrong (low and high noise): a point the network or MLS
 put on the surface takes its record from the nearest input point of another class
 (`inr.tasks.pointcloud.process_file`)."""
+def class_label(code: int) -> str:
+    """A LAS class code in words, for messages: "ground (class 2)", or "class 40" for one the
+    standard does not name."""
+    return f"{ASPRS_CLASSES[code]} (class {code})" if code in ASPRS_CLASSES else f"class {code}"
+
+
 SHIFT_SHARE, SHIFT_RATIO = 0.05, 0.75
 """`class_shift` speaks of a class holding at least SHIFT_SHARE of the input's points whose share of
 the output is under SHIFT_RATIO of that."""
@@ -71,8 +77,7 @@ def class_shift(before: np.ndarray, after: np.ndarray) -> Optional[str]:
     if not len(big) or ratio.min() >= SHIFT_RATIO:
         return None
     c = int(big[ratio.argmin()])
-    label = f"{ASPRS_CLASSES[c]} (class {c})" if c in ASPRS_CLASSES else f"class {c}"
-    return f"{label}: {was[c]:.0%} of the input's points, {now[c]:.0%} of the output's"
+    return f"{class_label(c)}: {was[c]:.0%} of the input's points, {now[c]:.0%} of the output's"
 
 
 LOSS_SHARE, LOSS_RATIO = 0.01, 0.05
@@ -90,8 +95,7 @@ def class_losses(before: np.ndarray, kept: np.ndarray) -> Optional[str]:
     was = np.bincount(before, minlength=top)
     left = 1 - np.bincount(kept, minlength=top)[:top] / np.maximum(was, 1)
     said = [c for c in np.argsort(-left, kind="stable") if was[c] >= LOSS_SHARE * len(before) and left[c] >= LOSS_RATIO]
-    names = [f"{ASPRS_CLASSES[c]} (class {c})" if c in ASPRS_CLASSES else f"class {c}" for c in said]
-    return ", ".join(f"{n} {left[c]:.0%}" for n, c in zip(names, said)) or None
+    return ", ".join(f"{class_label(int(c))} {left[c]:.0%}" for c in said) or None
 
 
 class LasRecords:
