@@ -1174,34 +1174,67 @@ def test_denoise_by_band_routes_each_band_by_its_noise_to_spacing_ratio():
         seen.append(pts.copy())
         return np.c_[pts[:, :2], np.zeros(len(pts))]
 
-    out, bands, labels = denoise_by_band(x, flatten, 1.0, seed=0)
-    assert len(out) == len(x) and sum(bl.points for bl in bands) == len(x) and np.array_equal(labels, np.repeat([0, 3, 7], n))
+    out, bands, labels, on = denoise_by_band(x, flatten, 1.0, seed=0)
+    # left out first: the point of a farthest off its plane (3.4 sigma; the level read is a little
+    # under sigma); c's bump lies within the spacing floor (0.15 x c's spacing) of c's plane
+    assert np.array_equal(np.flatnonzero(~on), [1560]) and np.argmax(np.abs(a[:, 2])) == 1560 and on[2 * n + 1275]
+    na = n - 1
+    # each band makes up for the point left out: round(its count x 7500 / 7499) points
+    assert sum(bl.points for bl in bands) == len(x) - 1 and [bl.output for bl in bands] == [na, n, n] and len(out) == len(x) - 1
+    assert np.array_equal(labels, np.repeat([0, 3, 7], [na, n, n]))
     # the network saw patch a alone (no context: the others lie over 20 spacings away), once
-    assert len(seen) == 1 and np.array_equal(seen[0], a)
+    assert len(seen) == 1 and np.array_equal(seen[0], a[on[:n]])
     routes = {bl.route: bl.points for bl in bands}
-    assert routes == {"network": n, "mls": n, "kept": n}
+    assert routes == {"network": na, "mls": n, "kept": n}
     for bl in bands:
         ratio = bl.noise / bl.spacing
         assert {"network": ratio >= NETWORK_RATIO, "mls": KEEP_RATIO <= ratio < NETWORK_RATIO, "kept": ratio < KEEP_RATIO}[bl.route]
     in_a, in_b, in_c = (out[:, 0] < 2), (out[:, 0] > 2.5) & (out[:, 0] < 10), (out[:, 0] > 14)
-    assert in_a.sum() == n and in_b.sum() == n and in_c.sum() == n
+    assert in_a.sum() == na and in_b.sum() == n and in_c.sum() == n
     assert np.all(out[in_a, 2] == 0)  # the stand-in's points, as many as the patch has
     # patch c: each point as scanned, or its MLS projection where that moves it <= MOVE_LIMIT x the
     # band's noise (most of a flat patch); the bump stays as scanned
-    proj = mls_project(x)[2 * n:]
+    proj = mls_project(x[on])[2 * na + 1:]
     moved = np.linalg.norm(c - proj, axis=1)
     (kept,) = [bl for bl in bands if bl.route == "kept"]
     expect = np.where((moved <= MOVE_LIMIT * kept.noise)[:, None], proj, c)
     assert np.array_equal(np.unique(out[in_c], axis=0), np.unique(expect, axis=0))
     assert 0.8 * n < (moved <= MOVE_LIMIT * kept.noise).sum() < n and moved[1275] > MOVE_LIMIT * kept.noise
     assert any((row == c[1275]).all() for row in out[in_c])
-    assert np.allclose(np.unique(out[in_b], axis=0), np.unique(mls_project(x)[n:2 * n], axis=0))  # b projected
+    assert np.allclose(np.unique(out[in_b], axis=0), np.unique(mls_project(x[on])[na:na + n], axis=0))  # b projected
     # the band's noise reading: MLS's movement on b, near its sigma (0.0113)
     (mls_band,) = [bl for bl in bands if bl.route == "mls"]
     assert 0.7 * 0.0113 < mls_band.noise < 1.1 * 0.0113
     # densify: every band gets factor x its count
-    more, bands2, _ = denoise_by_band(x, flatten, 2.0, seed=0)
-    assert [bl.output for bl in bands2] == [2 * bl.points for bl in bands2] and len(more) == 2 * len(x)
+    more, bands2, _, _ = denoise_by_band(x, flatten, 2.0, seed=0)
+    assert [bl.output for bl in bands2] == [round(2 * bl.points * len(x) / (len(x) - 1)) for bl in bands2] == [4999, 5001, 5001]
+    assert len(more) == 15001  # 2 x 7500, to the bands' rounding
+
+
+def test_denoise_by_band_leaves_out_the_points_off_the_surface_before_the_bands():
+    """Stray returns in the bands MLS projects or keeps as scanned: left out, not carried into the
+    output (before, the band kept as scanned wrote them where they lay)."""
+    import numpy as np
+
+    from inr.pointcloud.bands import denoise_by_band
+
+    rng = np.random.default_rng(5)
+    n = 2500
+    x = np.concatenate([_patch(rng, 0.0, 0.01, 0.01), _patch(rng, 3.0, 0.01 * 2 ** 3.5, 0.0113),
+                        _patch(rng, 15.0, 0.01 * 2 ** 7.5, 0.001)])
+    stray = np.concatenate([n + rng.choice(n, 25, replace=False), 2 * n + rng.choice(n, 25, replace=False)])
+    up = rng.choice([-1.0, 1.0], 50)
+    x[stray[:25], 2] += up[:25] * rng.uniform(0.2, 0.5, 25)  # b: 18-44 sigma off, 2-4 spacings
+    x[stray[25:], 2] += up[25:] * rng.uniform(2.0, 5.0, 25)  # c: 1-3 spacings off
+    flat = lambda pts: np.c_[pts[:, :2], np.zeros(len(pts))]  # noqa: E731
+    out, bands, labels, on = denoise_by_band(x, flat, 1.0, seed=0)
+    assert not on[stray].any()
+    others = np.setdiff1d(np.arange(3 * n), stray)
+    assert on[others].mean() > 0.998 and sum(b.points for b in bands) == on.sum()
+    assert abs(len(out) - 3 * n) <= len(bands)  # as many out as the whole cloud, to each band's rounding
+    in_b, in_c = (out[:, 0] > 2.5) & (out[:, 0] < 10), out[:, 0] > 14
+    assert np.abs(out[in_b, 2]).max() < 5 * 0.0113 and np.abs(out[in_c, 2]).max() < 5 * 0.001
+    assert [b.route for b in bands] == ["network", "mls", "kept"]
 
 
 class _Killed(Exception):
@@ -1224,8 +1257,11 @@ def test_denoise_by_band_killed_part_way_resumes_from_its_finished_bands(tmp_pat
         seen.append(len(pts))
         return np.c_[pts[:, :2], np.zeros(len(pts))]
 
-    whole, bands, _ = denoise_by_band(x, flatten, 2.0, seed=0)
-    assert [b.route for b in bands] == ["network", "network", "kept"] and seen == [2500, 2500]
+    whole, bands, _, on = denoise_by_band(x, flatten, 2.0, seed=0)
+    # a few points of the Gaussian patches' tails are left out first (then the bands are made again)
+    counts = [int(on[i * 2500:(i + 1) * 2500].sum()) for i in range(3)]
+    assert 2490 < counts[0] < 2500 and 2490 < counts[1] < 2500 and counts[2] == 2500
+    assert [b.route for b in bands] == ["network", "network", "kept"] and seen == counts[:2]
 
     def dies_second(pts):  # killed while the network runs on the second band
         if seen:
@@ -1236,11 +1272,12 @@ def test_denoise_by_band_killed_part_way_resumes_from_its_finished_bands(tmp_pat
     key = {"scan": "three patches"}
     with pytest.raises(_Killed):
         denoise_by_band(x, dies_second, 2.0, 0, Stages(tmp_path / "p", key))
-    assert sorted(f.name for f in (tmp_path / "p").glob("*.npz")) == ["band-0.npz", "mls.npz", "spacing.npz"]
+    assert sorted(f.name for f in (tmp_path / "p").glob("*.npz")) == ["band-0.npz", "mls-kept.npz", "mls.npz", "spacing-kept.npz",
+                                                                      "spacing.npz", "surface.npz"]
     seen.clear()
     stages = Stages(tmp_path / "p", key)
-    again, bands2, _ = denoise_by_band(x, flatten, 2.0, 0, stages)
-    assert seen == [2500] and stages.reused == ["spacing", "mls", "band-0"]  # only the second band ran again
+    again, bands2, _, _ = denoise_by_band(x, flatten, 2.0, 0, stages)
+    assert seen == counts[1:2] and stages.reused == ["spacing", "mls", "surface", "spacing-kept", "mls-kept", "band-0"]  # only the second band ran again
     assert np.array_equal(again, whole) and bands2 == bands
 
 

@@ -172,9 +172,12 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
     stages = stages or compute_all
     spread = spacing_spread(points)
     if voxel is None and spread > SPREAD_WARN:
-        result, bands, groups = denoise_by_band(points, run, want / len(points), seed, stages, follow)
-        by_band = describe(bands)
-        return Denoised(result, f"{method}{FOLLOWED * follow}, {by_band}", None, by_band, groups)
+        done = denoise_by_band(points, run, want / len(points), seed, stages, follow)
+        by_band = describe(done.bands)
+        off = int((~done.kept).sum())
+        if off:
+            by_band = f"{off:,} points off the surface ({off / len(points):.1%}) left out first, {by_band}"
+        return Denoised(done.points, f"{method}{FOLLOWED * follow}, {by_band}", None, by_band, done.groups)
     warning = spacing_warning(spread, inp, instead)
     far = scattered(points, seed)
     if far.any():

@@ -29,8 +29,9 @@ from .. import __version__
 from ..digest import array_digest
 from ..errors import InputError, Terminated
 
-FORMAT = 1
-"""Bumped when a stage's content changes meaning: an older folder then starts afresh."""
+FORMAT = 2
+"""Bumped when a stage's content changes meaning: an older folder then starts afresh (2: a banded
+cloud's bands are made after the points off its surface are left out, `inr.pointcloud.bands`)."""
 KEY_FILE = "key.json"
 TILES = "tiles"
 
