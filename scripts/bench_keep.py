@@ -35,7 +35,6 @@ from inr.tasks.pointcloud import network_denoise, statistical_outlier_baseline  
 CASES = {"1% + 5%": (0.01, 0.05, 0), "1% + 20%": (0.01, 0.2, 0), "2% + 5%": (0.02, 0.05, 0),
          "range scan 1% + 5%": (0.01, 0.05, bs.SCANNER_VIEWS)}
 FAR_SIGMAS = 4.0
-RANGE_OUTLIERS, RANGE_ERROR = 0.02, (0.1, 2.0)
 
 
 def _methods(points: np.ndarray, name: str):
@@ -99,15 +98,11 @@ def lidar_part():
     for label, mesh, at in (("lidar scene (held out)", lidar_scene(), None), ("training site", bs.training_site(), station)):
         rng = np.random.default_rng(21)
         pts, scene = bs.laser_scan(mesh, "terrestrial", sigma, rng, station=at)
-        origin = bs.laser_rays("terrestrial", rng, station=at)[0][0]
-        ray = (pts - origin) / np.linalg.norm(pts - origin, axis=1, keepdims=True)
-        out = rng.choice(len(pts), int(round(RANGE_OUTLIERS * len(pts))), replace=False)
-        pts[out] += ray[out] * (rng.uniform(*RANGE_ERROR, len(out)) * rng.choice([-1.0, 1.0], len(out)))[:, None]
-        inlier = np.ones(len(pts), bool)
-        inlier[out] = False
+        pts, moved = bs.stray_returns(pts, bs.laser_rays("terrestrial", rng, station=at)[0][0], rng)
+        inlier = ~moved
         off = scene.compute_distance(o3d.core.Tensor(pts.astype(np.float32))).numpy()
         far = ~inlier & (off > FAR_SIGMAS * sigma)
-        row = {"scan": label, "points": len(pts), "far outliers": int(far.sum()), "outliers": len(out)}
+        row = {"scan": label, "points": len(pts), "far outliers": int(far.sum()), "outliers": int(moved.sum())}
         _score(row, _methods(pts, label), inlier, far)
         rows.append(row)
         print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)

@@ -45,7 +45,8 @@ depthnoise: range scans whose noise grows with the square of the depth, as depth
 lidar: laser scans of a site (`inr.pointcloud.heldout.lidar_scene`: ground, buildings, poles, a
   thin wall; 100 m across), whose noise is far below their point spacing: a terrestrial scan from
   one station (density falling as the distance squared, shadows behind buildings) and an
-  airborne one (a vertical ray every 0.25 m). `denoise`, MLS and Open3D scored two ways: accuracy
+  airborne one (a vertical ray every 0.25 m), and the terrestrial one again with stray returns
+  (`stray_returns`). `denoise`, MLS and Open3D scored two ways: accuracy
   (the points' mean distance to the true surface, output / input) and Chamfer-L1 to the same
   scan without noise at 4x the rays (what the scanner could see), output / input. Not in the
   default run.
@@ -505,6 +506,21 @@ def lownoise(meshes, model):
 LIDAR_CASES = {"terrestrial": 0.005, "airborne": 0.03}
 """case: the range noise's sigma along each ray, metres (a terrestrial scanner's few mm, an
 airborne one's few cm)."""
+STRAY_SHARE, STRAY_ERROR = 0.02, (0.1, 2.0)
+"""`stray_returns`: the share of a terrestrial scan's returns moved along their ray, and by how
+far either way (m): a multipath echo, a beam's edge."""
+
+
+def stray_returns(points, origin, rng, share=STRAY_SHARE):
+    """(the scan with `share` of its returns moved along their ray from `origin` by STRAY_ERROR
+    either way, the mask of those moved)."""
+    pts = np.array(points, dtype=np.float64)
+    ray = (pts - origin) / np.linalg.norm(pts - origin, axis=1, keepdims=True)
+    out = rng.choice(len(pts), int(round(share * len(pts))), replace=False)
+    pts[out] += ray[out] * (rng.uniform(*STRAY_ERROR, len(out)) * rng.choice([-1.0, 1.0], len(out)))[:, None]
+    moved = np.zeros(len(pts), bool)
+    moved[out] = True
+    return pts, moved
 
 
 STEP_DEGREES = 0.25
@@ -615,8 +631,12 @@ def lidar(weights=None):
 
     mesh = lidar_scene()
     rows = []
-    for case, sigma in LIDAR_CASES.items():
-        noisy, scene = laser_scan(mesh, case, sigma, np.random.default_rng(7))
+    for case, sigma in (*LIDAR_CASES.items(), ("terrestrial", LIDAR_CASES["terrestrial"])):
+        stray = len(rows) == len(LIDAR_CASES)  # the terrestrial scan again, with stray returns
+        rng = np.random.default_rng(7)
+        noisy, scene = laser_scan(mesh, case, sigma, rng)
+        if stray:
+            noisy = stray_returns(noisy, laser_rays(case, rng)[0][0], rng)[0]
         ref, _ = laser_scan(mesh, case, 0.0, np.random.default_rng(8), density=2)
         to_surface = lambda p: scene.compute_distance(o3d.core.Tensor(np.asarray(p, np.float32))).numpy()  # noqa: E731
         _, d2 = knn(torch.from_numpy(noisy), torch.from_numpy(noisy), 2)
@@ -625,7 +645,8 @@ def lidar(weights=None):
         t = time.perf_counter()
         net, method = network_denoise(noisy, len(noisy), Path(case), "", weights)[:2]
         t_net = time.perf_counter() - t
-        row = {"case": case, "points": len(noisy), "spacing (m)": spacing, "sigma / spacing": sigma / spacing,
+        row = {"case": case + f" + {STRAY_SHARE:.0%} stray returns" * stray, "points": len(noisy), "spacing (m)": spacing,
+               "sigma / spacing": sigma / spacing,
                "spread": spacing_spread(noisy), "input accuracy (mm)": 1000 * a_in, "network s": t_net,
                "network method": method}
         for label, out in (("network", net), ("MLS", mls_project(noisy)), ("open3d", statistical_outlier_baseline(noisy))):
