@@ -1294,19 +1294,14 @@ def _with_outliers(points, share, seed=1):
     return out, mask
 
 
-@pytest.mark.parametrize("sample", [None, 1000])
-def test_network_input_leaves_out_stray_returns_off_the_surface_only_where_there_are_many(sample, monkeypatch):
+def test_network_input_leaves_out_stray_returns_off_the_surface_only_where_there_are_many():
     """Returns moved along their ray near the surface (no test of scattered points finds them): left
     out before the network where over OWN_SHARE of the cloud lies off its own MLS surface, else
-    the cloud goes whole (the network trained with a few outliers). sample: the cloud tried first
-    on a sample of that many points, as a large cloud is (OWN_SAMPLE)."""
+    the cloud goes whole (the network trained with a few outliers)."""
     import numpy as np
 
-    import inr.pointcloud.keep as keep
     from inr.pointcloud.keep import OWN_SHARE, network_input
 
-    if sample:
-        monkeypatch.setattr(keep, "OWN_SAMPLE", sample)
     sphere = _sphere_points(4000, noise=0.01)
     rng = np.random.default_rng(4)
     for share in (0.01, 0.06):

@@ -82,10 +82,6 @@ training meshes' 4-camera range scans, 7.8 % of its points over 4 sigma off (lef
 2 % noise at most 1.4 % and 3.1 %, with 5 % uniform outliers (after the scattered ones) at most
 3.4 %, range scans at most 1.5 %, with 2 % stray returns at most 3.0 %; with 5 % of them 2.8-5.3 %
 (27 of 28 over this share). 2026-12-07, session 61 (docs/surfaces-history.md)."""
-OWN_SAMPLE = 20_000
-"""A cloud of over twice this many points is tried first on a random sample of this many: the
-filter over the whole of a 1,000,000-point trefoil (1 % noise), which it leaves whole, took
-18.8 s; `network_input` with the sample 1.2 s (100,000 points: 1.5 -> 0.4 s)."""
 MIN_LEFT = 16
 """`network_input` leaves a cloud whole where fewer points than this would be left."""
 LEVEL_FLOOR = 1e-9
@@ -145,15 +141,11 @@ def on_surface(points: np.ndarray, surface: np.ndarray, groups: Optional[np.ndar
 def network_input(points: np.ndarray, seed: int = 0) -> Tuple[np.ndarray, int, int]:
     """(the points the network gets of a whole cloud, how many scattered outliers were left out
     (`strays.scattered`), how many points off the cloud's own MLS surface (`OWN_SHARE`)). The same
-    array where nothing is left out. A large cloud is tried first on a sample (`OWN_SAMPLE`)."""
+    array where nothing is left out."""
     far = scattered(points, seed)
     x = points[~far] if far.any() else points
     if len(x) <= MIN_LEFT:
         return x, int(far.sum()), 0
-    if len(x) > 2 * OWN_SAMPLE:
-        sample = x[np.sort(np.random.default_rng(seed).choice(len(x), OWN_SAMPLE, replace=False))]
-        if (~on_surface(sample, mls_project(sample))).mean() <= OWN_SHARE:
-            return x, int(far.sum()), 0
     off = ~on_surface(x, mls_project(x))
     if off.mean() <= OWN_SHARE or (~off).sum() < MIN_LEFT:
         return x, int(far.sum()), 0
