@@ -60,7 +60,7 @@ from benchlib import RESULTS, median_seconds, save, table  # noqa: E402
 
 from inr.pointcloud.heldout import heldout_meshes  # noqa: E402
 from inr.pointcloud.metrics import compare  # noqa: E402
-from inr.pointcloud.keep import network_input  # noqa: E402
+from inr.pointcloud.strays import without_scattered  # noqa: E402
 from inr.pointcloud.shapes import Corruption, corrupt, sample_surface  # noqa: E402
 from inr.pointcloud.mls import mls_fill  # noqa: E402
 from inr.tasks.pointcloud import default_weights  # noqa: E402
@@ -92,7 +92,7 @@ def denoised(model, noisy: np.ndarray, adaptive: bool = True):
     """(denoise output, reconstruct output (4x the input's count, as the CLI's default), the
     network's point count, seconds)."""
     t = time.perf_counter()
-    out, _ = model.reconstruct(torch.from_numpy(network_input(noisy)[0]).float(), adaptive=adaptive)  # as the CLI
+    out, _ = model.reconstruct(torch.from_numpy(without_scattered(noisy)).float(), adaptive=adaptive)  # as the CLI
     secs = time.perf_counter() - t
     out = out.double().numpy()
     return mls_fill(out, len(noisy)), mls_fill(out, 4 * len(noisy)), len(out), secs

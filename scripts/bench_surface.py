@@ -52,8 +52,7 @@ lidar: laser scans of a site (`inr.pointcloud.heldout.lidar_scene`: ground, buil
   default run.
 outliers: the reconstruct section's 1 %-noise scans with 10, 20 and 30 % of their points replaced by
   outliers uniform in the box (the tables: 5 %; the network trained with up to 5 %): `denoise` and
-  `reconstruct` as the CLI runs them (`network_input`: scattered outliers, and where many the
-  points off the cloud's own surface, left out first) and with the network
+  `reconstruct` as the CLI runs them (scattered outliers left out first) and with the network
   on every point, MLS and Open3D. Every mesh (`--mesh-dir data/training-meshes`: the training
   meshes). Not in the default run.
 lidarsite: terrestrial scans (two stations, range noise 2, 5 and 10 mm) of a site made of
@@ -85,7 +84,7 @@ from benchlib import save, table  # noqa: E402
 from inr import progress  # noqa: E402
 from inr.pointcloud.metrics import compare  # noqa: E402
 from inr.pointcloud.shapes import range_scan  # noqa: E402
-from inr.pointcloud.keep import network_input  # noqa: E402
+from inr.pointcloud.strays import without_scattered  # noqa: E402
 
 MESH_DIR = Path("data/heldout-meshes")
 SDF_MESHES = ("bunny00", "armadillo", "fandisk", "camel")
@@ -179,7 +178,7 @@ def network_output(model, name: str, case: str, noisy):
     key = (name, case)
     if key not in _NETWORK:
         t = time.perf_counter()
-        full = model.reconstruct(torch.from_numpy(network_input(noisy)[0]).float())[0].double().numpy()  # as the CLI
+        full = model.reconstruct(torch.from_numpy(without_scattered(noisy)).float())[0].double().numpy()  # as the CLI
         _NETWORK[key] = (full, time.perf_counter() - t)
     return _NETWORK[key]
 
@@ -233,7 +232,7 @@ def reconstruct(meshes, model, factors=()):
         for name, mesh in meshes.items():
             ref = truth(mesh)
             noisy = scan(mesh, sigma, outliers, seed=scan_seed(name), views=views)
-            x = torch.from_numpy(network_input(noisy)[0]).float()  # what the network gets
+            x = torch.from_numpy(without_scattered(noisy)).float()  # what the network gets
             diag = float(np.linalg.norm(mesh.extents))
             c_in = cl1(noisy, ref)
             full, t_net = network_output(model, name, case, noisy)
@@ -418,7 +417,7 @@ def densenormals(meshes, model):
             diag = float(np.linalg.norm(mesh.extents))
             noisy = np.asarray(pts) + np.random.default_rng(seed).normal(scale=sigma * diag, size=(DENSE_POINTS, 3))
             with torch.no_grad():
-                out = mls_fill(model.reconstruct(torch.from_numpy(network_input(noisy)[0]))[0].double().numpy(), DENSE_POINTS, 0)  # as `denoise`
+                out = mls_fill(model.reconstruct(torch.from_numpy(without_scattered(noisy)))[0].double().numpy(), DENSE_POINTS, 0)  # as `denoise`
             row = {"sigma": sigma, "mesh": name, "sides": sides}
             for label, cloud in (("input", noisy), ("denoise", out)):
                 for scales, floor in (("two scales", shipped), ("own scale", 10**12)):
@@ -442,12 +441,12 @@ HEAVY_OUTLIERS = (0.1, 0.2, 0.3)
 def outliers(meshes, model):
     """Scans with more outliers than the network trained with (5,000 points, sigma = 1 %, 10-30 %
     of them replaced by points uniform in the box): `denoise` and `reconstruct` as the CLI runs
-    them (the scattered outliers, and where many the points off the cloud's own surface, left out
-    first: `inr.pointcloud.keep.network_input`), the network on every point (before 2026-12-07),
-    MLS and Open3D, as output / input Chamfer-L1."""
+    them (the scattered outliers left out first, `inr.pointcloud.strays.scattered`), the network
+    on every point (before 2026-12-07), MLS and Open3D, as output / input Chamfer-L1."""
     import torch
 
     from inr.pointcloud.mls import mls_fill, mls_project
+    from inr.pointcloud.strays import scattered
     from inr.tasks.pointcloud import statistical_outlier_baseline
 
     rows = []
@@ -456,11 +455,10 @@ def outliers(meshes, model):
             ref = truth(mesh)
             noisy = scan(mesh, 0.01, share, seed=scan_seed(name))
             c_in = cl1(noisy, ref)
-            kept, far, off = network_input(noisy)
-            row = {"outliers": share, "mesh": name, "left out %": 100 * (far + off) / len(noisy),
-                   "off the surface %": 100 * off / len(noisy)}
+            far = scattered(noisy)
+            row = {"outliers": share, "mesh": name, "left out %": 100 * float(far.mean())}
             with torch.no_grad():
-                for label, cloud in (("CLI", kept), ("all points", noisy)):
+                for label, cloud in (("CLI", noisy[~far]), ("all points", noisy)):
                     full = model.reconstruct(torch.from_numpy(cloud).float())[0].double().numpy()
                     row[f"{label}: denoise"] = cl1(mls_fill(full, len(noisy), 0), ref) / c_in
                     row[f"{label}: reconstruct"] = cl1(mls_fill(full, 4 * len(noisy), 0), ref) / c_in
@@ -487,7 +485,7 @@ def lownoise(meshes, model):
             pts, _ = trimesh.sample.sample_surface(mesh, LOW_NOISE_POINTS, seed=seed)
             diag = float(np.linalg.norm(mesh.extents))
             noisy = np.asarray(pts) + np.random.default_rng(seed).normal(scale=sigma * diag, size=(LOW_NOISE_POINTS, 3))
-            x = torch.from_numpy(network_input(noisy)[0]).float()  # what the network gets
+            x = torch.from_numpy(without_scattered(noisy)).float()  # what the network gets
             c_in = cl1(noisy, ref)
             t = time.perf_counter()
             with torch.no_grad():
@@ -847,7 +845,7 @@ def main() -> None:
     if "outliers" in sections:
         rows = outliers(meshes, model)
         save("surface_outliers", rows)
-        print(table(rows, ["outliers", "mesh", "left out %", "off the surface %"] + [f"{w}: {c}" for w in ("CLI", "all points") for c in ("denoise", "reconstruct")]
+        print(table(rows, ["outliers", "mesh", "left out %"] + [f"{w}: {c}" for w in ("CLI", "all points") for c in ("denoise", "reconstruct")]
                     + ["MLS", "Open3D"]))
     if "lidarsite" in sections:
         rows = lidar_site(args.weights)

@@ -1294,41 +1294,10 @@ def _with_outliers(points, share, seed=1):
     return out, mask
 
 
-def test_network_input_leaves_out_stray_returns_off_the_surface_only_where_there_are_many():
-    """Returns moved along their ray near the surface (no test of scattered points finds them): left
-    out before the network where over OWN_SHARE of the cloud lies off its own MLS surface, else
-    the cloud goes whole (the network trained with a few outliers)."""
-    import numpy as np
-
-    from inr.pointcloud.keep import OWN_SHARE, network_input
-
-    sphere = _sphere_points(4000, noise=0.01)
-    rng = np.random.default_rng(4)
-    for share in (0.01, 0.06):
-        cloud = sphere.copy()
-        moved = rng.choice(len(cloud), int(share * len(cloud)), replace=False)
-        # along the ray from a station far out on +x: about radial where the station sees the sphere
-        ray = cloud[moved] - np.array([10.0, 0, 0])
-        ray /= np.linalg.norm(ray, axis=1, keepdims=True)
-        cloud[moved] += ray * (rng.uniform(0.1, 0.3, len(moved)) * rng.choice([-1.0, 1.0], len(moved)))[:, None]
-        kept, n_far, n_off = network_input(cloud)
-        if share == 0.01:  # under OWN_SHARE (what the filter finds: the moved points and a few of the noise's tail)
-            assert 0.01 < OWN_SHARE < 0.06 and n_off == 0 and kept is cloud
-        else:
-            inlier = ~np.isin(np.arange(len(cloud)), moved)
-            far = ~inlier & (np.abs(np.linalg.norm(cloud, axis=1) - 1) > 0.05)  # over 5 sigma off (a grazing ray moves a point along the surface)
-            assert n_far == 0 and len(kept) == len(cloud) - n_off and far.sum() > 0.6 * len(moved)
-            # what is left: nearly all of the sphere's own points, and few of the far moved ones
-            left = {tuple(p) for p in kept}
-            assert sum(tuple(p) in left for p in cloud[inlier]) > 0.99 * inlier.sum()
-            assert sum(tuple(p) in left for p in cloud[far]) < 0.05 * far.sum()
-
-
 def test_scattered_outliers_are_found_past_the_trained_share_and_not_on_surfaces():
     import numpy as np
 
-    from inr.pointcloud.keep import network_input
-    from inr.pointcloud.strays import SCATTER_SHARE, scattered
+    from inr.pointcloud.strays import SCATTER_SHARE, scattered, without_scattered
 
     sphere = _sphere_points(4000, noise=0.01)
     assert not scattered(sphere).any()
@@ -1347,8 +1316,8 @@ def test_scattered_outliers_are_found_past_the_trained_share_and_not_on_surfaces
     far = truth & (np.abs(np.linalg.norm(many, axis=1) - 1) > 0.2)
     assert found.mean() > SCATTER_SHARE and not (found & ~truth).any()
     assert (found & far).sum() > 0.6 * far.sum() and (found & truth).sum() > 0.3 * truth.sum()
-    kept, n_far, n_off = network_input(many)
-    assert n_far == found.sum() and len(kept) == len(many) - n_far - n_off and network_input(sphere)[0] is sphere
+    kept = without_scattered(many)
+    assert len(kept) == (~found).sum() and without_scattered(sphere) is sphere
     # rounds: at 35 % the second finds outliers the first did not (denser ones read as sparse once
     # the sparsest are gone), so the union beats one round
     import inr.pointcloud.strays as strays

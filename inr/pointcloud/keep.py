@@ -44,8 +44,8 @@ import numpy as np
 import torch
 
 from .knn import knn_chunks
-from .mls import _project_once, mls_project
-from .strays import scattered, scattered_points
+from .mls import _project_once
+from .strays import scattered_points
 
 KEEP_NEIGHBOURS, KEEP_SIGMAS, EDGE_SPACINGS, SPACING_RANK = 16, 3.5, 2.0, 4
 KEEP_QUANTILE, HALF_NORMAL_QUANTILE = 0.4, 0.5244
@@ -71,19 +71,6 @@ spread, all removed kept 98.82 % of the inliers (one mesh 97.0 %), within 1 leve
 STRAY_GROUP = 0.5
 """A group whose points are over this share scattered is read with the level (and spacing floor)
 of all the points that are not (its few others, outliers that passed the test, would set it)."""
-OWN_SHARE = 0.035
-"""`network_input`: where over this share of a whole cloud lies off its own MLS surface, those
-points are left out before the network. It trained with outliers uniform in the box, up to 5 %; a
-range scan's stray returns lie along the rays near the surfaces, and with 5 % of them (moved 5-30 %
-of the diagonal) its output lay 1.10x the input's Chamfer-L1 from the truth on average over 8
-training meshes' 4-camera range scans, 7.8 % of its points over 4 sigma off (left out first:
-0.71x, 0.1 %); with 2 % of them, or none, leaving out what the filter finds lost (0.735 -> 0.766,
-0.826 -> 0.842). The share it finds on the 28 training meshes' clouds: evenly spread with 1 % or
-2 % noise at most 1.4 % and 3.1 %, with 5 % uniform outliers (after the scattered ones) at most
-3.4 %, range scans at most 1.5 %, with 2 % stray returns at most 3.0 %; with 5 % of them 2.8-5.3 %
-(27 of 28 over this share). 2026-12-07, session 61 (docs/surfaces-history.md)."""
-MIN_LEFT = 16
-"""`network_input` leaves a cloud whole where fewer points than this would be left."""
 LEVEL_FLOOR = 1e-9
 """The noise level is at least this fraction of the surface's extent (a surface the points lie
 exactly on reads zero)."""
@@ -136,17 +123,3 @@ def on_surface(points: np.ndarray, surface: np.ndarray, groups: Optional[np.ndar
         read = read if stray[mine].mean() <= STRAY_GROUP and read.any() else ~stray if (~stray).any() else mine
         level[mine] = noise_level(off[read], max(floor, SPACING_FLOOR * float(np.median(spacing[read]))))
     return (off <= np.where(stray, STRAY_SIGMAS, sigmas) * level) & (overhang <= EDGE_SPACINGS)
-
-
-def network_input(points: np.ndarray, seed: int = 0) -> Tuple[np.ndarray, int, int]:
-    """(the points the network gets of a whole cloud, how many scattered outliers were left out
-    (`strays.scattered`), how many points off the cloud's own MLS surface (`OWN_SHARE`)). The same
-    array where nothing is left out."""
-    far = scattered(points, seed)
-    x = points[~far] if far.any() else points
-    if len(x) <= MIN_LEFT:
-        return x, int(far.sum()), 0
-    off = ~on_surface(x, mls_project(x))
-    if off.mean() <= OWN_SHARE or (~off).sum() < MIN_LEFT:
-        return x, int(far.sum()), 0
-    return x[~off], int(far.sum()), int(off.sum())

@@ -97,6 +97,13 @@ def scattered_points(points: np.ndarray) -> np.ndarray:
     return _scattered_among(x, np.arange(len(x))) if len(x) > SCATTER_NEIGHBOURS else np.zeros(len(x), dtype=bool)
 
 
+def without_scattered(points: np.ndarray, seed: int = 0) -> np.ndarray:
+    """The cloud less its `scattered` outliers (the same array where there are none): what the
+    network's commands give the network for a whole cloud."""
+    far = scattered(points, seed)
+    return points[~far] if far.any() else points
+
+
 def _scattered_among(cloud: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Which of cloud[queries] are scattered (SCATTER_SPACING and SCATTER_VARIATION), against
     the queries' median spacing. The spread of the neighbours is computed only for the sparse

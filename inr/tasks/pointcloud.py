@@ -153,15 +153,15 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
     past SPREAD_WARN is denoised band by band of like spacing (`inr.pointcloud.bands`), unless a
     voxel is given: then the network runs at it on the whole cloud, with `spacing_warning`
     (`instead`: what the command offers in its place). Outliers scattered through the volume in
-    larger numbers than the network trained with, and points off the cloud's own surface where
-    there are many, are left out before it runs on a whole cloud (`inr.pointcloud.keep.network_input`). stages: the steps' arrays go through it (`inr.pointcloud.bands.Stages`,
+    larger numbers than the network trained with are left out before it runs on a whole cloud
+    (`inr.pointcloud.strays.scattered`). stages: the steps' arrays go through it (`inr.pointcloud.bands.Stages`,
     as `network_stages` makes them), so that a run killed part way reuses those it finished.
     density: 'even' (the points spread evenly over the surface) or 'scan' (as dense as the
     input's points in each region: `inr.pointcloud.voxel.density_subsample`)."""
     from ..pointcloud.bands import compute_all, denoise_by_band, describe
     from ..pointcloud.knn import spacing_spread
-    from ..pointcloud.keep import network_input
     from ..pointcloud.mls import mls_fill
+    from ..pointcloud.strays import scattered
 
     _check_density(density)
     run, path, bf16 = _network(weights, voxel, device, progress, precision, getattr(stages, "tile", None))
@@ -179,11 +179,10 @@ def network_denoise(points: np.ndarray, want: int, inp: Path, instead: str, weig
             by_band = f"{off:,} points off the surface ({off / len(points):.1%}) left out first, {by_band}"
         return Denoised(done.points, f"{method}{FOLLOWED * follow}, {by_band}", None, by_band, done.groups)
     warning = spacing_warning(spread, inp, instead)
-    kept, far, off = network_input(points, seed)
-    if far:
-        method += f", {far:,} outliers scattered through the volume ({far / len(points):.0%}) left out before it"
-    if off:
-        method += f", {off:,} points off the cloud's surface ({off / len(points):.1%}) left out before it"
+    far = scattered(points, seed)
+    if far.any():
+        method += f", {int(far.sum()):,} outliers scattered through the volume ({far.mean():.0%}) left out before it"
+    kept = points[~far] if far.any() else points
     pts = stages("network", lambda: {"points": run(kept)})["points"]
     if len(pts) < want:  # the network gives at most points_per_voxel per occupied voxel
         method += f" ({len(pts):,} points, filled in between on their MLS surface)"
