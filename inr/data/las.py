@@ -51,6 +51,8 @@ NOISE_CLASSES = (7, 18)
 """The LAS classes of returns known to be wrong (low and high noise): a point the network or MLS
 put on the surface takes its record from the nearest input point of another class
 (`inr.tasks.pointcloud.process_file`)."""
+
+
 def class_label(code: int) -> str:
     """A LAS class code in words, for messages: "ground (class 2)", or "class 40" for one the
     standard does not name."""

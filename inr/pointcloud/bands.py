@@ -149,7 +149,7 @@ def denoise_by_band(points: np.ndarray, network: Callable[[np.ndarray], np.ndarr
     points follow its scan's density instead of spreading evenly (`mls_fill`'s like)."""
     x = np.ascontiguousarray(points, dtype=np.float64)
     band, nearest, projected = _spacing_and_projection(x, stages, "")
-    kept = stages("surface", lambda: {"kept": on_surface(x, projected, band)})["kept"]
+    kept = stages("surface", lambda: {"kept": on_surface(x, projected, band, spacing=nearest)})["kept"]
     if kept.sum() < MIN_KEPT:  # nothing left to denoise: the cloud as it came
         kept = np.ones(len(x), dtype=bool)
     if not kept.all():  # as many points out as asked of the whole cloud: the kept bands make up for those left out

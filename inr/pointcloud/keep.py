@@ -101,20 +101,23 @@ def noise_level(off: np.ndarray, floor: float = 0.0) -> float:
 
 
 def on_surface(points: np.ndarray, surface: np.ndarray, groups: Optional[np.ndarray] = None,
-               sigmas: float = KEEP_SIGMAS, stray: Optional[np.ndarray] = None) -> np.ndarray:
+               sigmas: float = KEEP_SIGMAS, stray: Optional[np.ndarray] = None,
+               spacing: Optional[np.ndarray] = None) -> np.ndarray:
     """(N,) bool: the points (N, 3) that lie on the surface (M, 3), see the module. groups: (M,)
     labels of the surface's points: the points nearest each group's are read together (default:
     all together). stray: (N,) the points likely outliers (default: the scattered ones,
-    `strays.scattered_points`): kept only within STRAY_SIGMAS, and not read."""
+    `strays.scattered_points`): kept only within STRAY_SIGMAS, and not read. spacing: (N,) each
+    point's distance to its nearest other point, where the caller has it (`bands.spacing_bands`)."""
     if len(points) == 0 or len(surface) < 3:
         return np.zeros(len(points), dtype=bool) if len(surface) < 3 else np.ones(0, dtype=bool)
     stray = scattered_points(points) if stray is None else np.asarray(stray, bool)
     off, overhang, nearest = offsets(points, surface)
     floor = LEVEL_FLOOR * float(np.linalg.norm(np.ptp(surface, axis=0)))
-    x = torch.from_numpy(np.ascontiguousarray(points, dtype=np.float64))
-    spacing = np.zeros(len(points))
-    for start, _, d2 in knn_chunks(x, x, 2):
-        spacing[start:start + len(d2)] = np.sqrt(d2[:, -1].double().numpy())
+    if spacing is None:
+        x = torch.from_numpy(np.ascontiguousarray(points, dtype=np.float64))
+        spacing = np.zeros(len(points))
+        for start, _, d2 in knn_chunks(x, x, 2):
+            spacing[start:start + len(d2)] = np.sqrt(d2[:, -1].double().numpy())
     level = np.empty(len(points))
     labels = np.zeros(len(points), np.int64) if groups is None else np.asarray(groups)[nearest]
     for g in np.unique(labels):
