@@ -276,10 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
                            help="write the input's own points as measured (with their colours, intensities and LAS "
                            "records), less the outliers: those farther off the network's denoised surface than 3.5 noise "
                            "levels, the noise read from the points' own offsets (per spacing band on a scan whose spacing "
-                           "varies), or beyond the surface's edge")
+                           "varies), or beyond the surface's edge. Of a LAS file, the points classed as noise (7, 18) "
+                           "go too, and those classed as vegetation or wires (3-5, 13-16), which no surface holds, go "
+                           "only where isolated")
             p.add_argument("--keep-sigmas", type=positive_float, metavar="T",
                            help="with --keep-points: how many noise levels off the surface a point may lie (default "
-                           "3.5; more keeps more, e.g. more of a canopy's returns)")
+                           "3.5; more keeps more, e.g. more of an unclassified canopy's returns)")
     p = psub.add_parser("mesh", help="a surface mesh of a scan: denoise, orient, then a fitted SDF or Poisson",
                         description="Points to a mesh in one command: denoise the cloud (the network, MLS or not at all), "
                         "estimate and orient normals (kept from the file when nothing moved the points), then mesh it: "

@@ -102,6 +102,26 @@ def test_scattered_points_go_though_the_surface_runs_through_them():
     assert found[3000:].mean() < 0.2 and blind[3000:].mean() > 0.8 and found[:3000].mean() > 0.995
 
 
+def test_points_not_of_a_surface_go_only_where_isolated():
+    # a plane and a canopy over it (points even in a slab, sparser than the plane's): judged by the
+    # surface the canopy goes; as not a surface it stays, but for a few points far above it, alone
+    # (7-12 times the canopy's median spacing from their 8th nearest; the spread of their neighbours,
+    # a flat slab below, would not call them scattered)
+    from inr.pointcloud.keep import on_surface
+
+    rng = np.random.default_rng(12)
+    plane = _plane(3000, 0.002, rng)
+    canopy = np.c_[rng.uniform(0.2, 0.8, (600, 2)), rng.uniform(0.1, 0.2, 600)]
+    birds = np.c_[rng.uniform(0.2, 0.8, (6, 2)), rng.uniform(0.5, 1.0, 6)]
+    x = np.r_[plane, canopy, birds]
+    loose = np.r_[np.zeros(3000, bool), np.ones(606, bool)]
+    surface = _grid(50)
+    judged = on_surface(x, surface)
+    kept = on_surface(x, surface, not_surface=loose)
+    assert judged[3000:3600].mean() < 0.05 and kept[3000:3600].mean() > 0.98
+    assert not kept[3600:].any() and (kept[:3000] == judged[:3000]).all()
+
+
 def test_each_group_reads_its_own_noise():
     # two patches, sigma 0.002 and 0.02: a point 0.012 off the quiet one is 6 of its sigma (gone
     # with the groups) but within the level both read together
@@ -173,9 +193,22 @@ def test_class_losses_names_the_classes_that_lost_most_first():
     assert class_losses(np.r_[np.full(50, 40), np.full(50, 2)], np.full(50, 2)) == "class 40 100%"
 
 
+def _las(path, x, classes):
+    laspy = pytest.importorskip("laspy")
+    header = laspy.LasHeader(point_format=1, version="1.2")
+    header.offsets, header.scales = [500000.0, 4000000.0, 100.0], [0.001] * 3
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = x[:, 0] + 500000.0, x[:, 1] + 4000000.0, x[:, 2] + 100.0
+    las.classification = np.asarray(classes, np.uint8)
+    las.gps_time = np.arange(len(x), dtype=np.float64)
+    las.write(path)
+    return las
+
+
 def test_keep_points_keeps_a_las_files_records_and_says_which_class_went(tmp_path, capsys):
-    # ground (class 2) a noisy plane; class 5 points scattered over a metre above it: those are off
-    # the surface and go, which the summary names; every kept record is the input's, GPS time and all
+    # ground (class 2) a noisy plane; unclassified points (class 1) scattered over a metre above it:
+    # those are off the surface and go, which the summary names; every kept record is the input's,
+    # GPS time and all
     laspy = pytest.importorskip("laspy")
     from inr.cli import main
 
@@ -183,17 +216,11 @@ def test_keep_points_keeps_a_las_files_records_and_says_which_class_went(tmp_pat
     ground = _plane(3000, 0.01, rng, side=10.0)
     canopy = np.c_[rng.uniform(0, 10, (600, 2)), rng.uniform(0.5, 1.5, 600)]
     x = np.r_[ground, canopy]
-    header = laspy.LasHeader(point_format=1, version="1.2")
-    header.offsets, header.scales = [500000.0, 4000000.0, 100.0], [0.001] * 3
-    las = laspy.LasData(header)
-    las.x, las.y, las.z = x[:, 0] + 500000.0, x[:, 1] + 4000000.0, x[:, 2] + 100.0
-    las.classification = np.r_[np.full(3000, 2), np.full(600, 5)].astype(np.uint8)
-    las.gps_time = np.arange(len(x), dtype=np.float64)
-    las.write(tmp_path / "in.las")
+    las = _las(tmp_path / "in.las", x, np.r_[np.full(3000, 2), np.full(600, 1)])
     assert main(["pointcloud", "denoise", str(tmp_path / "in.las"), str(tmp_path / "out.las"), "--no-progress",
                  "--keep-points"]) == 0
     said = capsys.readouterr().out
-    assert "LAS records kept" in said and "left out by class: high vegetation (class 5) " in said
+    assert "LAS records kept" in said and "left out by class: unclassified (class 1) " in said
     out, back = laspy.read(tmp_path / "out.las"), laspy.read(tmp_path / "in.las")
     rows = np.asarray(out.gps_time).astype(int)
     # the input's own grid: the stored integers are the input's
@@ -201,6 +228,51 @@ def test_keep_points_keeps_a_las_files_records_and_says_which_class_went(tmp_pat
     assert (np.c_[out.X, out.Y, out.Z] == np.c_[back.X, back.Y, back.Z][rows]).all()
     assert (np.asarray(out.classification) == np.asarray(las.classification)[rows]).all()
     assert (rows < 3000).mean() > 0.97 and np.isin(np.arange(3000), rows).mean() > 0.99
+
+
+def test_keep_points_keeps_a_las_files_vegetation_and_leaves_out_its_noise_classes(tmp_path, capsys):
+    # ground (class 2); tree crowns over it (class 5: returns through a volume, off any surface)
+    # and a few returns of class 5 far above them, alone (a bird); low-noise returns (class 7)
+    # lying on the ground; unclassified points scattered above. The crowns stay, whatever the
+    # output's format, the lone class-5 returns go, and so do the noise class and the scattered
+    # points; from the same points without classes (PLY) the crowns go as off the surface
+    pytest.importorskip("laspy")
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud, write_cloud
+
+    rng = np.random.default_rng(9)
+    ground = _plane(3000, 0.01, rng, side=10.0)
+    centres = rng.uniform(2, 8, (5, 2))
+    crowns = np.concatenate([np.c_[c + rng.normal(scale=0.5, size=(300, 2)), rng.uniform(1.5, 2.5, 300)] for c in centres])
+    birds = np.c_[rng.uniform(2, 8, (5, 2)), np.full(5, 12.0)]
+    noise = _plane(30, 0.01, rng, side=10.0)
+    loose = np.c_[rng.uniform(0, 10, (60, 2)), rng.uniform(4, 8, 60)]
+    x = np.r_[ground, crowns, birds, noise, loose]
+    parts = np.r_[np.zeros(3000), np.ones(1500), np.full(5, 2), np.full(30, 3), np.full(60, 4)].astype(int)
+    _las(tmp_path / "in.las", x, np.array([2, 5, 5, 7, 1])[parts])
+    write_cloud(tmp_path / "in.ply", x)
+    kept = {}
+    for src, dst in (("in.las", "out.las"), ("in.las", "out.ply"), ("in.ply", "plain.ply")):
+        assert main(["pointcloud", "denoise", str(tmp_path / src), str(tmp_path / dst), "--no-progress",
+                     "--no-normals", "--keep-points"]) == 0
+        from scipy.spatial import cKDTree
+
+        back = read_cloud(tmp_path / dst)[0] - (np.array([500000.0, 4000000.0, 100.0]) if src == "in.las" else 0.0)
+        dist, rows = cKDTree(x).query(back)
+        assert dist.max() < 1e-3  # the input's own points (within the LAS grid's millimetre)
+        mask = np.zeros(len(x), bool)
+        mask[rows] = True
+        kept[dst] = [mask[parts == p].mean() for p in range(5)]
+    said = capsys.readouterr().out
+    import re
+
+    isolated = re.findall(r"of its 1,505 classed as vegetation or wires \(not surfaces\) the (\d+) isolated among them", said)
+    assert len(isolated) == 2 and all(5 <= int(n) <= 15 for n in isolated), said  # the birds, a crown's fringe
+    assert "its 30 classed as noise" in said
+    for dst in ("out.las", "out.ply"):
+        ground_kept, crowns_kept, birds_kept, noise_kept, loose_kept = kept[dst]
+        assert ground_kept > 0.99 and crowns_kept > 0.99 and birds_kept == 0 and noise_kept == 0 and loose_kept < 0.1, kept
+    assert kept["plain.ply"][1] < 0.5 and kept["plain.ply"][3] > 0.9, kept  # no classes: judged by the surface alone
 
 
 def test_on_grid_tells_a_files_own_points_from_moved_ones():

@@ -34,6 +34,11 @@ with 20 % 99.81 / 79.2 % (99.72 / 69.7 %); 2 % noise 99.19 / 97.9 % (98.71 / 100
 of 4 cameras, 1 % and 5 %: 99.05 / 94.7 % (99.28 / 91.2 %); 0.5 % and 5 %: 99.80 / 86.0 %
 (99.78 / 71.8 %). The 25th percentile as the quantile, or T = 4, kept fewer inliers at 2 % or
 removed fewer outliers (before the scattered points' rule, STRAY_SIGMAS).
+
+Points known not to lie on a surface (a LAS file's vegetation and wires, by its classes) are not
+judged by their offset: a canopy's returns lie off any surface the network makes, and on laspy's
+`wkt.las` 33-53 % of each vegetation class went. They go only where isolated (`strays.isolated`:
+sparse against their own median spacing, 4 of those 11,838 returns).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ import torch
 
 from .knn import knn_chunks
 from .mls import _project_once
-from .strays import scattered_points
+from .strays import isolated, scattered_points
 
 KEEP_NEIGHBOURS, KEEP_SIGMAS, EDGE_SPACINGS, SPACING_RANK = 16, 3.5, 2.0, 4
 KEEP_QUANTILE, HALF_NORMAL_QUANTILE = 0.4, 0.5244
@@ -102,12 +107,15 @@ def noise_level(off: np.ndarray, floor: float = 0.0) -> float:
 
 def on_surface(points: np.ndarray, surface: np.ndarray, groups: Optional[np.ndarray] = None,
                sigmas: float = KEEP_SIGMAS, stray: Optional[np.ndarray] = None,
-               spacing: Optional[np.ndarray] = None) -> np.ndarray:
+               spacing: Optional[np.ndarray] = None, not_surface: Optional[np.ndarray] = None) -> np.ndarray:
     """(N,) bool: the points (N, 3) that lie on the surface (M, 3), see the module. groups: (M,)
     labels of the surface's points: the points nearest each group's are read together (default:
     all together). stray: (N,) the points likely outliers (default: the scattered ones,
     `strays.scattered_points`): kept only within STRAY_SIGMAS, and not read. spacing: (N,) each
-    point's distance to its nearest other point, where the caller has it (`bands.spacing_bands`)."""
+    point's distance to its nearest other point, where the caller has it (`bands.spacing_bands`).
+    not_surface: (N,) bool, points known not to lie on a surface (a LAS file's vegetation or wires,
+    `inr.data.las.NOT_SURFACE_CLASSES`): kept unless isolated among themselves (`strays.isolated`),
+    whatever their offset."""
     if len(points) == 0 or len(surface) < 3:
         return np.zeros(len(points), dtype=bool) if len(surface) < 3 else np.ones(0, dtype=bool)
     stray = scattered_points(points) if stray is None else np.asarray(stray, bool)
@@ -125,4 +133,8 @@ def on_surface(points: np.ndarray, surface: np.ndarray, groups: Optional[np.ndar
         read = mine & ~stray  # a group mostly of strays (a band of outliers) is read as all the others are
         read = read if stray[mine].mean() <= STRAY_GROUP and read.any() else ~stray if (~stray).any() else mine
         level[mine] = noise_level(off[read], max(floor, SPACING_FLOOR * float(np.median(spacing[read]))))
-    return (off <= np.where(stray, STRAY_SIGMAS, sigmas) * level) & (overhang <= EDGE_SPACINGS)
+    kept = (off <= np.where(stray, STRAY_SIGMAS, sigmas) * level) & (overhang <= EDGE_SPACINGS)
+    if not_surface is not None and np.any(not_surface):
+        loose = np.asarray(not_surface, bool)
+        kept[loose] = ~isolated(points, loose)[loose]
+    return kept

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -236,7 +236,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         raise InputError(None, "--keep-points writes the input's own points; --density is for the network's")
     normals = _wants_normals(out, normals)
     las_out = out.suffix.lower() in LAS_FORMATS  # a LAS file's point records go to a LAS output
-    scan, mixed = without_mixed(read_scan(inp, "drop" if drop_duplicates else "error", records=las_out), keep_mixed)
+    # keep-points reads a LAS file's classes whatever it writes (`_keep_points`)
+    with_records = las_out or (keep_points and inp.suffix.lower() in LAS_FORMATS)
+    scan, mixed = without_mixed(read_scan(inp, "drop" if drop_duplicates else "error", records=with_records), keep_mixed)
+    classes = None if scan.records is None else np.asarray(scan.records.points.classification)
     points, colors = scan.points, scan.colors
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
@@ -264,17 +267,12 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             result, method, warning = denoised.points, denoised.method, denoised.warning
         own = None  # the rows of the input points written, where they are written as they came
         if keep_points:
-            from ..pointcloud.keep import KEEP_SIGMAS, on_surface
-
-            sigmas = KEEP_SIGMAS if keep_sigmas is None else keep_sigmas
-            own = np.flatnonzero(on_surface(points, result, denoised.groups, sigmas))  # noise read per band
+            own, said = _keep_points(points, result, denoised.groups, keep_sigmas, classes)
             result = points[own]
-            per = " (read per spacing band)" if denoised.groups is not None else ""
-            method += (f"; the input's own points kept, less {len(points) - len(own):,} ({1 - len(own) / len(points):.1%}) "
-                       f"off its surface (over {sigmas:g} noise levels{per}, or beyond its edge)")
+            method += said
         if len(result) == 0:
             raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
-        records = scan.records
+        records = scan.records if las_out else None
         stations = scan.stations if out.suffix.lower() in E57_FORMATS else None
         carried = (None if colors is None and scan.intensity is None and records is None and stations is None
                    else own if own is not None else _carrying_rows(result, points, records, baseline != "open3d"))
@@ -282,10 +280,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         out_intensity = None if scan.intensity is None else scan.intensity[carried]
         out_records = None if records is None else records[carried]
         shift = losses = None
-        if records is not None and keep_points:
+        if classes is not None and keep_points:
             from ..data.las import class_losses
 
-            losses = class_losses(np.asarray(records.points.classification), np.asarray(out_records.points.classification))
+            losses = class_losses(classes, classes[own])
         elif records is not None and baseline is None and density == "even":
             from ..data.las import class_shift
 
@@ -317,6 +315,33 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             "method": method, "normals": normals, "intensity": intensity, "records": records is not None,
             "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused,
             "class_shift": shift, "keep_points": keep_points, "class_losses": losses}
+
+
+def _keep_points(points: np.ndarray, surface: np.ndarray, groups: Optional[np.ndarray], keep_sigmas: Optional[float],
+                 classes: Optional[np.ndarray]) -> Tuple[np.ndarray, str]:
+    """(the rows of the input points `denoise --keep-points` writes, what the method adds): those on
+    the denoised surface (`inr.pointcloud.keep.on_surface`; the noise read per band where `groups`).
+    A LAS file's `classes` count too: its noise classes go, and its vegetation and wires (not
+    surfaces: `inr.data.las.NOT_SURFACE_CLASSES`) stay unless isolated (`strays.isolated`)."""
+    from ..pointcloud.keep import KEEP_SIGMAS, on_surface
+
+    sigmas = KEEP_SIGMAS if keep_sigmas is None else keep_sigmas
+    noise = loose = None
+    if classes is not None:
+        from ..data.las import NOISE_CLASSES, NOT_SURFACE_CLASSES
+
+        noise, loose = np.isin(classes, NOISE_CLASSES), np.isin(classes, NOT_SURFACE_CLASSES)
+    kept = on_surface(points, surface, groups, sigmas, not_surface=loose)
+    per = " (read per spacing band)" if groups is not None else ""
+    said = f"those off its surface (over {sigmas:g} noise levels{per}, or beyond its edge)"
+    if loose is not None and loose.any():
+        said += (f", of its {int(loose.sum()):,} classed as vegetation or wires (not surfaces) the "
+                 f"{int((loose & ~kept).sum()):,} isolated among them instead")
+    if noise is not None and noise.any():
+        kept &= ~noise
+        said += f", and its {int(noise.sum()):,} classed as noise"
+    own = np.flatnonzero(kept)
+    return own, f"; the input's own points kept, less {len(points) - len(own):,} ({1 - len(own) / len(points):.1%}): {said}"
 
 
 def _carrying_rows(result: np.ndarray, points: np.ndarray, records, moved: bool) -> np.ndarray:
