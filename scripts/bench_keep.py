@@ -2,7 +2,7 @@
 `inr.pointcloud.keep`) against Open3D's statistical outlier removal (`--baseline open3d`).
 
     make meshes
-    .venv/bin/python scripts/bench_keep.py [--mesh-dir DIR] [--meshes a,b] [--only meshes|lidar]
+    .venv/bin/python scripts/bench_keep.py [--mesh-dir DIR] [--meshes a,b] [--only meshes|lidar|airborne]
 
 meshes (default: the held-out CGAL meshes): 5,000 points, evenly spread with noise sigma = 1 %
 of the diagonal per coordinate and 5 % or 20 % of them replaced by points uniform in the box;
@@ -14,6 +14,12 @@ lidar: the held-out lidar scene's terrestrial scan (`inr.pointcloud.heldout.lida
 5 mm range noise) and a scan of the training site (`bench_surface.training_site`), each with
 2 % of the returns moved along their ray by 0.1-2 m either way (multipath, a beam's edge): the
 same shares (far: over 4 sigma from the true surface) and seconds; the cloud goes band by band.
+airborne: the held-out lidar scene's airborne scan (3 cm noise) with tree crowns added (returns
+through ellipsoids 4-8 m across over open ground, as dense per square metre as the scan, LAS
+class 5), a few returns 20-40 m up, alone (class 1: birds, unflagged) and low-noise returns 0.1-5 m
+under the ground (class 7), the scan's own points class 1: keep-points with the classes (as from
+a LAS file), without them (as from a PLY file), and Open3D: the scan's points kept, the crowns
+kept, the lone and low-noise returns removed.
 """
 
 from __future__ import annotations
@@ -109,11 +115,66 @@ def lidar_part():
     return rows
 
 
+CROWNS, BIRDS, LOW_NOISE = 12, 20, 100
+
+
+def airborne_part():
+    from inr.pointcloud.heldout import _ground_height, lidar_scene
+    from inr.tasks.pointcloud import _keep_points
+
+    rng = np.random.default_rng(31)
+    scan, scene = bs.laser_scan(lidar_scene(), "airborne", bs.LIDAR_CASES["airborne"], rng)
+    density = len(scan) / 100.0 ** 2  # returns per square metre
+    crowns = []
+    while len(crowns) < CROWNS:  # over open ground: the scan there at the ground's height
+        cx, cy = rng.uniform(5, 95, 2)
+        near = np.linalg.norm(scan[:, :2] - (cx, cy), axis=1) < 4
+        ground = _ground_height(cx, cy)
+        if not near.any() or np.abs(scan[near, 2] - ground).max() > 0.5:
+            continue
+        r, h, z = rng.uniform(2, 4), rng.uniform(1.5, 3), ground + rng.uniform(5, 10)
+        n = int(density * np.pi * r * r)
+        u = rng.normal(size=(n, 3))
+        u *= (rng.uniform(size=n) ** (1 / 3) / np.linalg.norm(u, axis=1))[:, None]  # even in the unit ball
+        crowns.append(u * (r, r, h) + (cx, cy, z))
+    crowns = np.concatenate(crowns)
+    xy = rng.uniform(5, 95, (BIRDS, 2))
+    birds = np.c_[xy, _ground_height(xy[:, 0], xy[:, 1]) + rng.uniform(20, 40, BIRDS)]
+    xy = rng.uniform(5, 95, (LOW_NOISE, 2))
+    low = np.c_[xy, _ground_height(xy[:, 0], xy[:, 1]) - rng.uniform(0.1, 5, LOW_NOISE)]
+    pts = np.r_[scan, crowns, birds, low]
+    part = np.repeat(np.arange(4), [len(scan), len(crowns), len(birds), len(low)])
+    classes = np.array([1, 5, 1, 7])[part]
+    t = time.perf_counter()
+    den = network_denoise(pts, len(pts), Path("airborne"), "")
+    t_net = time.perf_counter() - t
+    masks = {}
+    for label, given in (("keep-points, LAS classes", classes), ("keep-points, no classes", None)):
+        t = time.perf_counter()
+        rows = _keep_points(pts, den.points, den.groups, None, given)[0]
+        masks[label] = (np.isin(np.arange(len(pts)), rows), t_net + time.perf_counter() - t)
+    from scipy.spatial import cKDTree
+
+    t = time.perf_counter()
+    sor = statistical_outlier_baseline(pts)
+    mask = np.zeros(len(pts), bool)
+    mask[cKDTree(pts).query(sor)[1]] = True
+    masks["open3d"] = (mask, time.perf_counter() - t)
+    out = []
+    for label, (mask, seconds) in masks.items():
+        row = {"method": label, "points": len(pts), "scan kept": float(mask[part == 0].mean()),
+               "crowns kept": float(mask[part == 1].mean()), "lone returns removed": float(1 - mask[part == 2].mean()),
+               "low noise removed": float(1 - mask[part == 3].mean()), "s": seconds}
+        out.append(row)
+        print({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mesh-dir", default=str(bs.MESH_DIR))
     ap.add_argument("--meshes", help="comma-separated names (default: every mesh in the folder)")
-    ap.add_argument("--only", choices=["meshes", "lidar"])
+    ap.add_argument("--only", choices=["meshes", "lidar", "airborne"])
     args = ap.parse_args()
     names = args.meshes.split(",") if args.meshes else None
     metrics = ("inliers kept", "far outliers removed", "CL1 / input")
@@ -134,6 +195,10 @@ def main() -> None:
     if args.only in (None, "lidar"):
         rows = lidar_part()
         save("keep_lidar", rows)
+        print(table(rows, list(rows[0])))
+    if args.only in (None, "airborne"):
+        rows = airborne_part()
+        save("keep_airborne", rows)
         print(table(rows, list(rows[0])))
 
 
