@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -118,9 +119,24 @@ def lidar_part():
 CROWNS, BIRDS, LOW_NOISE = 12, 20, 100
 
 
+def _write_las(path: Path, points: np.ndarray, classes: np.ndarray) -> Path:
+    import laspy
+
+    header = laspy.LasHeader(point_format=1, version="1.2")
+    header.offsets, header.scales = np.floor(points.min(0)), [0.001] * 3
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = points.T
+    las.classification = classes.astype(np.uint8)
+    las.write(path)
+    return path
+
+
 def airborne_part():
+    from scipy.spatial import cKDTree
+
+    from inr.data.pointclouds import read_cloud, write_cloud
     from inr.pointcloud.heldout import _ground_height, lidar_scene
-    from inr.tasks.pointcloud import _keep_points
+    from inr.tasks.pointcloud import process_file
 
     rng = np.random.default_rng(31)
     scan, scene = bs.laser_scan(lidar_scene(), "airborne", bs.LIDAR_CASES["airborne"], rng)
@@ -144,17 +160,18 @@ def airborne_part():
     low = np.c_[xy, _ground_height(xy[:, 0], xy[:, 1]) - rng.uniform(0.1, 5, LOW_NOISE)]
     pts = np.r_[scan, crowns, birds, low]
     part = np.repeat(np.arange(4), [len(scan), len(crowns), len(birds), len(low)])
-    classes = np.array([1, 5, 1, 7])[part]
-    t = time.perf_counter()
-    den = network_denoise(pts, len(pts), Path("airborne"), "")
-    t_net = time.perf_counter() - t
     masks = {}
-    for label, given in (("keep-points, LAS classes", classes), ("keep-points, no classes", None)):
-        t = time.perf_counter()
-        rows = _keep_points(pts, den.points, den.groups, None, given)[0]
-        masks[label] = (np.isin(np.arange(len(pts)), rows), t_net + time.perf_counter() - t)
-    from scipy.spatial import cKDTree
-
+    with tempfile.TemporaryDirectory() as tmp:  # as the command runs: from a LAS file with the classes, a PLY without
+        files = {"keep-points, LAS classes": _write_las(Path(tmp) / "in.las", pts, np.array([1, 5, 1, 7])[part]),
+                 "keep-points, no classes": Path(tmp) / "in.ply"}
+        write_cloud(files["keep-points, no classes"], pts)
+        for label, path in files.items():
+            t = time.perf_counter()
+            process_file("denoise", path, Path(tmp) / "out.ply", keep_points=True, normals=False)
+            seconds = time.perf_counter() - t
+            dist, rows = cKDTree(pts).query(read_cloud(Path(tmp) / "out.ply")[0])
+            assert dist.max() < 1e-3  # the input's own points (LAS stores millimetres)
+            masks[label] = (np.isin(np.arange(len(pts)), rows), seconds)
     t = time.perf_counter()
     sor = statistical_outlier_baseline(pts)
     mask = np.zeros(len(pts), bool)

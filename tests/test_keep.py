@@ -230,49 +230,89 @@ def test_keep_points_keeps_a_las_files_records_and_says_which_class_went(tmp_pat
     assert (rows < 3000).mean() > 0.97 and np.isin(np.arange(3000), rows).mean() > 0.99
 
 
-def test_keep_points_keeps_a_las_files_vegetation_and_leaves_out_its_noise_classes(tmp_path, capsys):
-    # ground (class 2); tree crowns over it (class 5: returns through a volume, off any surface)
-    # and a few returns of class 5 far above them, alone (a bird); low-noise returns (class 7)
-    # lying on the ground; unclassified points scattered above. The crowns stay, whatever the
-    # output's format, the lone class-5 returns go, and so do the noise class and the scattered
-    # points; from the same points without classes (PLY) the crowns go as off the surface
-    pytest.importorskip("laspy")
-    from inr.cli import main
-    from inr.data.pointclouds import read_cloud, write_cloud
-
-    rng = np.random.default_rng(9)
+def _classed_site(rng):
+    """(points, each one's part, its LAS class): ground (class 2), tree crowns over it (class 5:
+    returns through a volume, off any surface), five returns of class 5 far above them, alone (a
+    bird), low-noise returns lying on the ground (class 7), unclassified points scattered above."""
     ground = _plane(3000, 0.01, rng, side=10.0)
     centres = rng.uniform(2, 8, (5, 2))
     crowns = np.concatenate([np.c_[c + rng.normal(scale=0.5, size=(300, 2)), rng.uniform(1.5, 2.5, 300)] for c in centres])
     birds = np.c_[rng.uniform(2, 8, (5, 2)), np.full(5, 12.0)]
     noise = _plane(30, 0.01, rng, side=10.0)
     loose = np.c_[rng.uniform(0, 10, (60, 2)), rng.uniform(4, 8, 60)]
-    x = np.r_[ground, crowns, birds, noise, loose]
     parts = np.r_[np.zeros(3000), np.ones(1500), np.full(5, 2), np.full(30, 3), np.full(60, 4)].astype(int)
-    _las(tmp_path / "in.las", x, np.array([2, 5, 5, 7, 1])[parts])
+    return np.r_[ground, crowns, birds, noise, loose], parts, np.array([2, 5, 5, 7, 1])[parts]
+
+
+def _own_rows(x, out, offset):
+    """Which of the points x the output (read back, less the LAS offset) holds as they came."""
+    from scipy.spatial import cKDTree
+
+    dist, rows = cKDTree(x).query(out - offset)
+    mask = np.zeros(len(x), bool)
+    mask[rows[dist < 1e-3]] = True  # within the LAS grid's millimetre
+    return mask, dist
+
+
+def test_keep_points_keeps_a_las_files_vegetation_and_leaves_out_its_noise_classes(tmp_path, capsys):
+    # the crowns stay, whatever the output's format, the lone class-5 returns go, and so do the
+    # noise class and the scattered points; from the same points without classes (PLY) the crowns
+    # go as off the surface
+    pytest.importorskip("laspy")
+    import re
+
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud, write_cloud
+
+    x, parts, classes = _classed_site(np.random.default_rng(9))
+    _las(tmp_path / "in.las", x, classes)
     write_cloud(tmp_path / "in.ply", x)
     kept = {}
     for src, dst in (("in.las", "out.las"), ("in.las", "out.ply"), ("in.ply", "plain.ply")):
         assert main(["pointcloud", "denoise", str(tmp_path / src), str(tmp_path / dst), "--no-progress",
                      "--no-normals", "--keep-points"]) == 0
-        from scipy.spatial import cKDTree
-
-        back = read_cloud(tmp_path / dst)[0] - (np.array([500000.0, 4000000.0, 100.0]) if src == "in.las" else 0.0)
-        dist, rows = cKDTree(x).query(back)
-        assert dist.max() < 1e-3  # the input's own points (within the LAS grid's millimetre)
-        mask = np.zeros(len(x), bool)
-        mask[rows] = True
+        offset = np.array([500000.0, 4000000.0, 100.0]) if src == "in.las" else 0.0
+        mask, dist = _own_rows(x, read_cloud(tmp_path / dst)[0], offset)
+        assert dist.max() < 1e-3  # the input's own points, every one
         kept[dst] = [mask[parts == p].mean() for p in range(5)]
     said = capsys.readouterr().out
-    import re
-
     isolated = re.findall(r"of its 1,505 classed as vegetation or wires \(not surfaces\) the (\d+) isolated among them", said)
     assert len(isolated) == 2 and all(5 <= int(n) <= 15 for n in isolated), said  # the birds, a crown's fringe
-    assert "its 30 classed as noise" in said
+    assert said.count("30 points classed as noise left out first") == 2 and "from 4,595" in said
     for dst in ("out.las", "out.ply"):
         ground_kept, crowns_kept, birds_kept, noise_kept, loose_kept = kept[dst]
         assert ground_kept > 0.99 and crowns_kept > 0.99 and birds_kept == 0 and noise_kept == 0 and loose_kept < 0.1, kept
     assert kept["plain.ply"][1] < 0.5 and kept["plain.ply"][3] > 0.9, kept  # no classes: judged by the surface alone
+
+
+def test_denoise_of_a_las_file_passes_its_vegetation_through_as_measured(tmp_path, capsys):
+    # the network denoises the surfaces (ground, the unclassified points) and the crowns are written
+    # as measured with their own records, less the lone returns; noise goes first. The network's
+    # points take records of the surface classes only. From the same points without classes the
+    # network resamples the crowns too
+    laspy = pytest.importorskip("laspy")
+    from inr.cli import main
+    from inr.data.pointclouds import read_cloud, write_cloud
+
+    x, parts, classes = _classed_site(np.random.default_rng(9))
+    _las(tmp_path / "in.las", x, classes)
+    write_cloud(tmp_path / "in.ply", x)
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.las"), str(tmp_path / "out.las"), "--no-progress",
+                 "--no-normals"]) == 0
+    said = capsys.readouterr().out
+    out = laspy.read(tmp_path / "out.las")
+    pts, cls = np.c_[out.x, out.y, out.z] - [500000.0, 4000000.0, 100.0], np.asarray(out.classification)
+    own, _ = _own_rows(x, pts, 0.0)
+    assert own[parts == 1].mean() > 0.98 and not own[parts == 2].any() and not own[parts == 3].any()
+    assert "1,505 points classed as vegetation or wires (not surfaces) written as measured, less the" in said
+    assert "30 points classed as noise left out first" in said
+    crowns = len(pts) - 3060  # the network's points: as many as the surface classes' points (ground, class 1)
+    assert (cls[-crowns:] == 5).all() and np.isin(cls[:-crowns], [1, 2]).all()
+    assert (np.abs(pts[:-crowns, 2]) < 0.05).mean() > 0.95  # on the ground
+    assert main(["pointcloud", "denoise", str(tmp_path / "in.ply"), str(tmp_path / "plain.ply"), "--no-progress",
+                 "--no-normals"]) == 0
+    plain, _ = _own_rows(x, read_cloud(tmp_path / "plain.ply")[0], 0.0)
+    assert plain[parts == 1].mean() < 0.05
 
 
 def test_on_grid_tells_a_files_own_points_from_moved_ones():

@@ -236,21 +236,29 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         raise InputError(None, "--keep-points writes the input's own points; --density is for the network's")
     normals = _wants_normals(out, normals)
     las_out = out.suffix.lower() in LAS_FORMATS  # a LAS file's point records go to a LAS output
-    # keep-points reads a LAS file's classes whatever it writes (`_keep_points`)
-    with_records = las_out or (keep_points and inp.suffix.lower() in LAS_FORMATS)
+    # the network's commands read a LAS file's classes whatever they write (`_by_class`)
+    with_records = las_out or (baseline is None and inp.suffix.lower() in LAS_FORMATS)
     scan, mixed = without_mixed(read_scan(inp, "drop" if drop_duplicates else "error", records=with_records), keep_mixed)
     classes = None if scan.records is None else np.asarray(scan.records.points.classification)
+    if not las_out:
+        scan = scan._replace(records=None)  # the classes alone: the records hold 20-60 bytes a point
+    noise_out, loose = 0, None
+    if baseline is None and classes is not None:  # the network's commands go by a LAS file's classes
+        scan, classes, noise_out, loose = _by_class(inp, scan, classes)
     points, colors = scan.points, scan.colors
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
     if baseline is not None and (baseline not in BASELINES or mode != "denoise"):
         raise InputError(None, f"--baseline {' or '.join(BASELINES)} is only for denoise")
     want = len(points) if mode == "denoise" else int(round(factor * len(points)))
+    # the network runs on the surfaces: of a LAS file, not on the points classed as vegetation or wires
+    net_scan = scan if loose is None else scan.subset(~loose)
+    net_want = want if loose is None else len(net_scan.points) if mode == "denoise" else int(round(factor * len(net_scan.points)))
     warning, stages = None, None
     if baseline is None:  # the network's run is long on a large scan: resumable after a kill (`OUT.partial`)
         # keep-points writes other points (and normals) from the same network stages: its own key
         keep = {"keep_sigmas": keep_sigmas or 0.0} if keep_points else {}
-        stages = network_stages(out, scan, want, weights, voxel, device, precision, seed, {"density": density, **keep})
+        stages = network_stages(out, net_scan, net_want, weights, voxel, device, precision, seed, {"density": density, **keep})
     # a Ctrl-C from here on says that the same command resumes from OUT.partial; bad input removes it
     with nullcontext() if stages is None else stages.guarded():
         if baseline == "mls":
@@ -262,20 +270,39 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             result = statistical_outlier_baseline(points)
             method = f"open3d remove_statistical_outlier({STATISTICAL_OUTLIER})"
         else:
-            denoised = network_denoise(points, want, inp, "`--baseline mls`", weights, voxel, device, progress,
+            denoised = network_denoise(net_scan.points, net_want, inp, "`--baseline mls`", weights, voxel, device, progress,
                                        precision, seed, stages, density)
             result, method, warning = denoised.points, denoised.method, denoised.warning
         own = None  # the rows of the input points written, where they are written as they came
+        passed = None  # of a LAS file, the rows of its vegetation and wires written as they came beside the network's
         if keep_points:
-            own, said = _keep_points(points, result, denoised.groups, keep_sigmas, classes)
+            own, said = _keep_points(points, result, denoised.groups, keep_sigmas, loose)
             result = points[own]
             method += said
+        elif loose is not None:
+            from ..pointcloud.strays import isolated
+
+            alone = isolated(points, loose)
+            passed = np.flatnonzero(loose & ~alone)
+            result = np.concatenate([result, points[passed]])
+            method += (f"; its {int(loose.sum()):,} points classed as vegetation or wires (not surfaces) written as "
+                       f"measured, less the {int(alone.sum()):,} isolated among them")
+        if noise_out:
+            method += f"; {noise_out:,} points classed as noise left out first"
         if len(result) == 0:
             raise InputError(inp, "nothing of the cloud was kept (is it a surface scan?)")
-        records = scan.records if las_out else None
+        records = scan.records
         stations = scan.stations if out.suffix.lower() in E57_FORMATS else None
-        carried = (None if colors is None and scan.intensity is None and records is None and stations is None
-                   else own if own is not None else _carrying_rows(result, points, records, baseline != "open3d"))
+        carried = None
+        if colors is not None or scan.intensity is not None or records is not None or stations is not None:
+            if own is not None:
+                carried = own
+            elif passed is not None:  # the network's points carry the nearest surface point's row, the others their own
+                surface = np.flatnonzero(~loose)
+                moved = result[:len(result) - len(passed)]
+                carried = np.concatenate([surface[_carrying_rows(moved, points[surface], None, True)], passed])
+            else:
+                carried = _carrying_rows(result, points, records, baseline != "open3d")
         out_colors = None if colors is None else colors[carried]
         out_intensity = None if scan.intensity is None else scan.intensity[carried]
         out_records = None if records is None else records[carried]
@@ -310,36 +337,47 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     elif normals and scan.towards is not None:
         sides_from = "the scanner stations"
     intensity = None if scan.intensity is None else out.suffix.lower() in INTENSITY_FORMATS
-    return {"input_points": int(len(points)) + mixed + scan.withheld, "mixed_left_out": mixed,
+    return {"input_points": int(len(points)) + mixed + scan.withheld + noise_out, "mixed_left_out": mixed,
             "withheld_left_out": scan.withheld, "output_points": int(len(result)),
             "method": method, "normals": normals, "intensity": intensity, "records": records is not None,
             "sides_from": sides_from, "warning": warning, "resumed": [] if stages is None else stages.reused,
             "class_shift": shift, "keep_points": keep_points, "class_losses": losses}
 
 
+def _by_class(inp: Path, scan, classes: np.ndarray):
+    """(the scan less a LAS file's points classed as noise (`inr.data.las.NOISE_CLASSES`), its classes,
+    how many were left out, the mask of the rest classed as things no surface holds
+    (`NOT_SURFACE_CLASSES`: vegetation, wires) or None where there are none): what the network's
+    commands do by class."""
+    from ..data.las import NOISE_CLASSES, NOT_SURFACE_CLASSES
+
+    noise = np.isin(classes, NOISE_CLASSES)
+    if noise.all():
+        raise InputError(inp, f"all {len(classes):,} of its points are classed as noise (LAS classes 7 and 18)")
+    if noise.any():
+        scan, classes = scan.subset(~noise), classes[~noise]
+    loose = np.isin(classes, NOT_SURFACE_CLASSES)
+    if loose.all():
+        raise InputError(inp, "all its points are classed as vegetation or wires (LAS classes 3-5, 13-16): no surface to "
+                              "denoise")
+    return scan, classes, int(noise.sum()), loose if loose.any() else None
+
+
 def _keep_points(points: np.ndarray, surface: np.ndarray, groups: Optional[np.ndarray], keep_sigmas: Optional[float],
-                 classes: Optional[np.ndarray]) -> Tuple[np.ndarray, str]:
+                 loose: Optional[np.ndarray]) -> Tuple[np.ndarray, str]:
     """(the rows of the input points `denoise --keep-points` writes, what the method adds): those on
-    the denoised surface (`inr.pointcloud.keep.on_surface`; the noise read per band where `groups`).
-    A LAS file's `classes` count too: its noise classes go, and its vegetation and wires (not
-    surfaces: `inr.data.las.NOT_SURFACE_CLASSES`) stay unless isolated (`strays.isolated`)."""
+    the denoised surface (`inr.pointcloud.keep.on_surface`; the noise read per band where `groups`);
+    of `loose`, a LAS file's points classed as vegetation or wires (not surfaces:
+    `inr.data.las.NOT_SURFACE_CLASSES`), those not isolated (`strays.isolated`)."""
     from ..pointcloud.keep import KEEP_SIGMAS, on_surface
 
     sigmas = KEEP_SIGMAS if keep_sigmas is None else keep_sigmas
-    noise = loose = None
-    if classes is not None:
-        from ..data.las import NOISE_CLASSES, NOT_SURFACE_CLASSES
-
-        noise, loose = np.isin(classes, NOISE_CLASSES), np.isin(classes, NOT_SURFACE_CLASSES)
     kept = on_surface(points, surface, groups, sigmas, not_surface=loose)
     per = " (read per spacing band)" if groups is not None else ""
     said = f"those off its surface (over {sigmas:g} noise levels{per}, or beyond its edge)"
-    if loose is not None and loose.any():
+    if loose is not None:
         said += (f", of its {int(loose.sum()):,} classed as vegetation or wires (not surfaces) the "
                  f"{int((loose & ~kept).sum()):,} isolated among them instead")
-    if noise is not None and noise.any():
-        kept &= ~noise
-        said += f", and its {int(noise.sum()):,} classed as noise"
     own = np.flatnonzero(kept)
     return own, f"; the input's own points kept, less {len(points) - len(own):,} ({1 - len(own) / len(points):.1%}): {said}"
 
