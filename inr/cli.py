@@ -364,7 +364,10 @@ def _print_warning(result: dict) -> None:
 def _mixed_note(r) -> str:
     n, held = r["mixed_left_out"], r.get("withheld_left_out", 0)
     note = f"; {n:,} mixed pixels (returns between two surfaces at depth edges) left out first" if n else ""
-    return note + (f"; {held:,} points the file marks withheld (not to be processed) left out" if held else "")
+    note += f"; {held:,} points the file marks withheld (not to be processed) left out" if held else ""
+    classed = r.get("class_left_out", 0)
+    return note + (f"; {classed:,} points classed as noise, vegetation or wires (LAS classes 7, 18, 3-5, 13-16: "
+                   "no surface) left out first" if classed else "")
 
 
 def _resumed_note(r) -> str:

@@ -315,6 +315,25 @@ def test_denoise_of_a_las_file_passes_its_vegetation_through_as_measured(tmp_pat
     assert plain[parts == 1].mean() < 0.05
 
 
+def test_mesh_of_a_las_file_leaves_its_vegetation_and_noise_out(tmp_path, capsys):
+    # the mesh of the classed site is the ground's: no crown blobs over it; the summary counts what
+    # the classes left out (1,505 vegetation returns, 30 noise ones)
+    pytest.importorskip("laspy")
+    pytest.importorskip("open3d")
+    import trimesh
+
+    from inr.cli import main
+
+    x, parts, classes = _classed_site(np.random.default_rng(9))
+    keep = parts != 4  # the scattered unclassified points aside: Poisson would close a surface through them
+    _las(tmp_path / "in.las", x[keep], classes[keep])
+    assert main(["pointcloud", "mesh", str(tmp_path / "in.las"), str(tmp_path / "mesh.ply"), "--method", "poisson",
+                 "--denoise", "none", "--no-progress"]) == 0
+    assert "1,535 points classed as noise, vegetation or wires" in capsys.readouterr().out
+    z = trimesh.load(tmp_path / "mesh.ply", process=False).vertices[:, 2] - 100.0
+    assert np.abs(z).max() < 0.5  # the crowns stand 1.5-2.5 over the ground
+
+
 def test_on_grid_tells_a_files_own_points_from_moved_ones():
     from inr.data.las import _on_grid
 

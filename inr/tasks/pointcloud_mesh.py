@@ -49,8 +49,10 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
               progress: bool = True, seed: int = 0, voxel: Optional[float] = None,
               poisson_trim: float = 0.0, trim: Optional[float] = None, keep_mixed: bool = False) -> Dict[str, Any]:
     """trim: sdf's reach (the fit's train.mesh_trim; None: the preset's, 0: the whole, closed level set).
-    A scan whose stations are known loses its mixed pixels first (`data.pointclouds.without_mixed`), unless keep_mixed."""
-    from ..data.pointclouds import read_scan, without_mixed, write_cloud
+    A scan whose stations are known loses its mixed pixels first (`data.pointclouds.without_mixed`), unless keep_mixed;
+    a LAS file its points classed as noise and as things no surface holds (vegetation, wires: as the
+    network's commands, `pointcloud._by_class`)."""
+    from ..data.pointclouds import LAS_FORMATS, read_scan, without_mixed, write_cloud
     from ..data.surfaces import scan_normals
     from ..pointcloud.strays import strays
     from .outputs import nearest_colours, paint_mesh
@@ -81,7 +83,15 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     if fitted and not partial_folder(out).is_dir():  # no run of this command to resume: before reading the scan
         raise InputError(run_dir, "already holds a run: --overwrite to replace it (or resume it with "
                          f"inr fit-sdf --resume {run_dir})")
-    scan, mixed = without_mixed(read_scan(inp, "drop"), keep_mixed)  # zero or NaN normals: unknown (NaN)
+    las = inp.suffix.lower() in LAS_FORMATS
+    scan, mixed = without_mixed(read_scan(inp, "drop", records=las), keep_mixed)  # zero or NaN normals: unknown (NaN)
+    by_class = 0  # a LAS file's points classed as noise or as things no surface holds (vegetation, wires)
+    if las:
+        from .pointcloud import _by_class
+
+        scan, _, noise, loose = _by_class(inp, scan, np.asarray(scan.records.points.classification))
+        by_class = noise + (0 if loose is None else int(loose.sum()))
+        scan = (scan if loose is None else scan.subset(~loose))._replace(records=None)
     points, colors, normals, towards = scan.points, scan.colors, scan.normals, scan.towards
     if len(points) < MIN_POINTS:
         raise InputError(inp, f"holds {len(points)} points; a surface needs at least {MIN_POINTS}")
@@ -115,8 +125,8 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
                                  else ", facing the scanner stations" if towards is not None else "")
             normals = stages("normals", lambda: {"normals": scan_normals(cleaned, scan)})["normals"]
         prepared = time.perf_counter() - start
-        result: Dict[str, Any] = {"input_points": len(points) + mixed + scan.withheld, "mixed_left_out": mixed,
-                                  "withheld_left_out": scan.withheld, "denoise": denoised_by,
+        result: Dict[str, Any] = {"input_points": len(points) + mixed + scan.withheld + by_class, "mixed_left_out": mixed,
+                                  "withheld_left_out": scan.withheld, "class_left_out": by_class, "denoise": denoised_by,
                                   "method": method,
                                   "normals": how,
                                   "strays_left_out": int(far.sum()), "warning": warning,
