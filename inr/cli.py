@@ -240,7 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = psub.add_parser(name, help=what, description=f"{what[0].upper() + what[1:]}, with the trained "
                             "two-stage network (the shipped weights, or --weights). Colours and intensities of the input, if any "
                             "(and a LAS file's point records, to LAS; an E57 or PTX scan's stations, to E57), "
-                            "go to each output point from its nearest input point. Finished stages are kept in "
+                            "go to each output point from its nearest input point. Of a LAS file, the points classed as "
+                            "noise (7, 18) are left out first, and those classed as vegetation or wires (3-5, 13-16), "
+                            "which no surface holds, are written as measured, less the isolated. Finished stages are kept in "
                             "OUT.partial until OUT is written: the same command run again after a kill resumes there.")
         p.add_argument("inp", metavar="IN")
         p.add_argument("out_positional", metavar="OUT", nargs="?", help="output file (or --out FILE)")

@@ -50,12 +50,15 @@ ASPRS_CLASSES = {0: "never classified", 1: "unclassified", 2: "ground", 3: "low 
 NOISE_CLASSES = (7, 18)
 """The LAS classes of returns known to be wrong (low and high noise): a point the network or MLS
 put on the surface takes its record from the nearest input point of another class
-(`inr.tasks.pointcloud.process_file`); `denoise --keep-points` leaves them out."""
+(`inr.tasks.pointcloud.process_file`); the network's commands and `pointcloud mesh` leave them out
+first (`inr.tasks.pointcloud.split_by_class`)."""
 NOT_SURFACE_CLASSES = (3, 4, 5, 13, 14, 15, 16)
 """The LAS classes of returns from things that are not surfaces (low, medium and high vegetation;
-guard and conductor wires, transmission towers, wire connectors): `denoise --keep-points` leaves
-them out only where isolated among themselves (`inr.pointcloud.strays.isolated`), not by their
-offset from the denoised surface (`inr.pointcloud.keep.on_surface`'s `not_surface`)."""
+guard and conductor wires, transmission towers, wire connectors): the network's commands do not
+give them to the network but write them as measured, less those isolated among themselves
+(`inr.pointcloud.strays.isolated`), and `--keep-points` does not judge them by their offset from
+the denoised surface (`inr.pointcloud.keep.on_surface`'s `not_surface`); `pointcloud mesh` leaves
+them out."""
 
 
 def class_label(code: int) -> str:

@@ -214,7 +214,10 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
     keep_points (denoise with the network): the input's own points are written, as measured and
     with all they carry, less those off the network's surface (`inr.pointcloud.keep.on_surface`;
     the noise read per spacing band where the cloud went band by band; keep_sigmas: its threshold
-    in noise levels, default `KEEP_SIGMAS`)."""
+    in noise levels, default `KEEP_SIGMAS`). With the network, a LAS file's classes count
+    (`split_by_class`): its points classed as noise are left out first, and those classed as
+    vegetation or wires are not given to the network but written as measured, less the isolated
+    (`inr.pointcloud.strays.isolated`; `factor` multiplies the other points alone)."""
     from ..data.pointclouds import (E57_FORMATS, INTENSITY_FORMATS, LAS_FORMATS, check_write_format, read_scan, without_mixed,
                                     write_cloud)
 
@@ -236,7 +239,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         raise InputError(None, "--keep-points writes the input's own points; --density is for the network's")
     normals = _wants_normals(out, normals)
     las_out = out.suffix.lower() in LAS_FORMATS  # a LAS file's point records go to a LAS output
-    # the network's commands read a LAS file's classes whatever they write (`_by_class`)
+    # the network's commands read a LAS file's classes whatever they write (`split_by_class`)
     with_records = las_out or (baseline is None and inp.suffix.lower() in LAS_FORMATS)
     scan, mixed = without_mixed(read_scan(inp, "drop" if drop_duplicates else "error", records=with_records), keep_mixed)
     classes = None if scan.records is None else np.asarray(scan.records.points.classification)
@@ -244,7 +247,7 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
         scan = scan._replace(records=None)  # the classes alone: the records hold 20-60 bytes a point
     noise_out, loose = 0, None
     if baseline is None and classes is not None:  # the network's commands go by a LAS file's classes
-        scan, classes, noise_out, loose = _by_class(inp, scan, classes)
+        scan, classes, noise_out, loose = split_by_class(inp, scan, classes)
     points, colors = scan.points, scan.colors
     if voxel is not None and float(np.ptp(points, axis=0).max()) / voxel > MAX_VOXELS_PER_AXIS:
         raise InputError(inp, f"--voxel-size {voxel:g} makes more than {MAX_VOXELS_PER_AXIS} voxels along an axis of this cloud; use a larger one")
@@ -344,11 +347,11 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             "class_shift": shift, "keep_points": keep_points, "class_losses": losses}
 
 
-def _by_class(inp: Path, scan, classes: np.ndarray):
+def split_by_class(inp: Path, scan, classes: np.ndarray):
     """(the scan less a LAS file's points classed as noise (`inr.data.las.NOISE_CLASSES`), its classes,
     how many were left out, the mask of the rest classed as things no surface holds
     (`NOT_SURFACE_CLASSES`: vegetation, wires) or None where there are none): what the network's
-    commands do by class."""
+    commands (`process_file`) and `pointcloud mesh` do by class."""
     from ..data.las import NOISE_CLASSES, NOT_SURFACE_CLASSES
 
     noise = np.isin(classes, NOISE_CLASSES)
@@ -358,8 +361,7 @@ def _by_class(inp: Path, scan, classes: np.ndarray):
         scan, classes = scan.subset(~noise), classes[~noise]
     loose = np.isin(classes, NOT_SURFACE_CLASSES)
     if loose.all():
-        raise InputError(inp, "all its points are classed as vegetation or wires (LAS classes 3-5, 13-16): no surface to "
-                              "denoise")
+        raise InputError(inp, "all its points are classed as vegetation or wires (LAS classes 3-5, 13-16): no surface")
     return scan, classes, int(noise.sum()), loose if loose.any() else None
 
 

@@ -51,7 +51,7 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     """trim: sdf's reach (the fit's train.mesh_trim; None: the preset's, 0: the whole, closed level set).
     A scan whose stations are known loses its mixed pixels first (`data.pointclouds.without_mixed`), unless keep_mixed;
     a LAS file its points classed as noise and as things no surface holds (vegetation, wires: as the
-    network's commands, `pointcloud._by_class`)."""
+    network's commands, `pointcloud.split_by_class`)."""
     from ..data.pointclouds import LAS_FORMATS, read_scan, without_mixed, write_cloud
     from ..data.surfaces import scan_normals
     from ..pointcloud.strays import strays
@@ -87,9 +87,9 @@ def mesh_file(inp: Path, out: Path, method: str = "sdf", denoiser: str = "networ
     scan, mixed = without_mixed(read_scan(inp, "drop", records=las), keep_mixed)  # zero or NaN normals: unknown (NaN)
     by_class = 0  # a LAS file's points classed as noise or as things no surface holds (vegetation, wires)
     if las:
-        from .pointcloud import _by_class
+        from .pointcloud import split_by_class
 
-        scan, _, noise, loose = _by_class(inp, scan, np.asarray(scan.records.points.classification))
+        scan, _, noise, loose = split_by_class(inp, scan, np.asarray(scan.records.points.classification))
         by_class = noise + (0 if loose is None else int(loose.sum()))
         scan = (scan if loose is None else scan.subset(~loose))._replace(records=None)
     points, colors, normals, towards = scan.points, scan.colors, scan.normals, scan.towards
