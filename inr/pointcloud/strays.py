@@ -113,10 +113,7 @@ def isolated(points: np.ndarray, among: np.ndarray) -> np.ndarray:
     out = np.zeros(len(x), dtype=bool)
     if len(which) == 0 or len(x) <= SPREAD_NEIGHBOURS:
         return out
-    spacing = np.empty(len(which))
-    at = torch.from_numpy(np.ascontiguousarray(x[which]))
-    for start, _, d2 in KnnSearch(torch.from_numpy(x), SPREAD_NEIGHBOURS + 1).chunks(at, SCATTER_CHUNK):  # the first is itself
-        spacing[start:start + len(d2)] = np.sqrt(d2[:, -1].double().numpy())
+    spacing = _spacing(torch.from_numpy(x), torch.from_numpy(np.ascontiguousarray(x[which])))
     out[which] = spacing > ISOLATED_SPACING * np.median(spacing)
     return out
 
@@ -128,6 +125,15 @@ def without_scattered(points: np.ndarray, seed: int = 0) -> np.ndarray:
     return points[~far] if far.any() else points
 
 
+def _spacing(cloud: torch.Tensor, at: torch.Tensor) -> np.ndarray:
+    """Each of the points `at` (of the cloud) its distance to its SPREAD_NEIGHBOURS-th nearest other
+    point of the cloud (the local spacing, as `knn.spacing_spread`'s), a chunk at a time."""
+    spacing = np.empty(len(at))
+    for start, _, d2 in KnnSearch(cloud, SPREAD_NEIGHBOURS + 1).chunks(at, SCATTER_CHUNK):  # the first is the point itself
+        spacing[start:start + len(d2)] = np.sqrt(d2[:, -1].double().numpy())
+    return spacing
+
+
 def _scattered_among(cloud: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """Which of cloud[queries] are scattered (SCATTER_SPACING and SCATTER_VARIATION), against
     the queries' median spacing. The spread of the neighbours is computed only for the sparse
@@ -135,9 +141,7 @@ def _scattered_among(cloud: np.ndarray, queries: np.ndarray) -> np.ndarray:
     86 s with both for every point, the structure rebuilt per chunk)."""
     ref = torch.from_numpy(cloud)
     at = torch.from_numpy(np.ascontiguousarray(cloud[queries]))
-    spacing = np.empty(len(queries))
-    for start, _, d2 in KnnSearch(ref, SPREAD_NEIGHBOURS + 1).chunks(at, SCATTER_CHUNK):  # the first is the point itself
-        spacing[start:start + len(d2)] = np.sqrt(d2[:, -1].double().numpy())  # the local spacing, as spacing_spread's
+    spacing = _spacing(ref, at)
     out = np.zeros(len(queries), dtype=bool)
     if not len(queries):
         return out

@@ -301,9 +301,11 @@ def process_file(mode: str, inp: Path, out: Path, weights: Optional[Path] = None
             if own is not None:
                 carried = own
             elif passed is not None:  # the network's points carry the nearest surface point's row, the others their own
+                from .outputs import nearest_rows
+
                 surface = np.flatnonzero(~loose)
                 moved = result[:len(result) - len(passed)]
-                carried = np.concatenate([surface[_carrying_rows(moved, points[surface], None, True)], passed])
+                carried = np.concatenate([surface[nearest_rows(moved, points[surface])], passed])
             else:
                 carried = _carrying_rows(result, points, records, baseline != "open3d")
         out_colors = None if colors is None else colors[carried]
